@@ -59,32 +59,42 @@ def method_grid(base: RunConfig, methods: Sequence[str], method_args: dict[str, 
 
 
 # ---------------------------------------------------------------------- the plan
+# Training-set sizes, used only to scale the plan's time estimate between configs.
+_TRAIN_SIZE = {"mnist": 60000, "fashion_mnist": 60000, "cifar10": 50000, "cifar100": 50000,
+               "tinyimagenet": 100000, "cinic10": 90000, "femnist": 80000, "office_caltech10": 2000,
+               "digits": 1437, "synthetic": 2000}
+
+
 def describe_plan(configs: Sequence[RunConfig], results_dir: str | os.PathLike | None = None,
                   probe: bool = True) -> dict:
     """Print and return the plan: runs, how many are stored, and the hours still to compute.
 
-    The hours come from a measured time per round: for each (dataset, model, method) the mean
-    ``seconds / rounds`` of this grid's stored runs; a group with none stored takes the mean of
-    the measured groups; with nothing stored at all, one round of the first missing config is
-    run as a probe (not stored) and timed. The estimate is for the device this runs on.
+    Time per round is measured, then scaled by each config's work per round (clients sampled x
+    local epochs x training images): from this grid's stored runs of the same (dataset, model,
+    method), else of the same (dataset, model); a (dataset, model) with nothing stored is
+    measured by one probe round of its first missing config (run, not stored). The estimate is
+    for the device this runs on.
     """
     counts = experiments.plan(configs, results_dir)
     missing = _missing(configs, results_dir)
-    per_round = seconds_per_round(configs, results_dir)
-    if missing and not per_round and probe:
-        per_round = {"probe": probe_seconds_per_round(missing[0], results_dir)}
-    fallback = float(np.mean(list(per_round.values()))) if per_round else float("nan")
-    seconds = sum(c.rounds * per_round.get(_cost_key(c), fallback) for c in missing)
+    rates = seconds_per_work(configs, results_dir)
+    probes = 0
+    for cfg in missing:
+        if probe and not _rate_for(cfg, rates):
+            rates[_cost_key(cfg)] = probe_seconds_per_round(cfg, results_dir) / _work_per_round(cfg)
+            probes += 1
+    fallback = float(np.mean(list(rates.values()))) if rates else float("nan")
+    seconds = sum(c.rounds * _work_per_round(c) * (_rate_for(c, rates) or fallback) for c in missing)
     hours = seconds / 3600 if missing else 0.0
-    source = "probe round" if "probe" in per_round else f"{len(per_round)} measured group(s)"
     print(f"plan: {counts['runs']} runs, {counts['stored']} stored, {counts['to_run']} to run; "
-          f"estimated {hours:.2f} h on this device ({source})")
-    return {**counts, "hours": hours, "seconds_per_round": per_round}
+          f"estimated {hours:.2f} h on this device ({len(rates) - probes} measured group(s), "
+          f"{probes} probe round(s))")
+    return {**counts, "hours": hours, "seconds_per_work": rates}
 
 
-def seconds_per_round(configs: Iterable[RunConfig], results_dir: str | os.PathLike | None = None
-                      ) -> dict[tuple, float]:
-    """Mean training seconds per round of the stored runs, keyed by (dataset, model, method)."""
+def seconds_per_work(configs: Iterable[RunConfig], results_dir: str | os.PathLike | None = None
+                     ) -> dict[tuple, float]:
+    """Training seconds per unit of work (one training image) of the stored runs, by (dataset, model, method)."""
     samples: dict[tuple, list[float]] = {}
     for cfg in {c.hash(): c for c in configs}.values():
         record = store.RunRecord(store.run_dir(cfg, results_dir))
@@ -92,7 +102,8 @@ def seconds_per_round(configs: Iterable[RunConfig], results_dir: str | os.PathLi
             continue
         summary = record.read_summary()
         if summary.get("train_seconds") and summary.get("rounds_run"):
-            samples.setdefault(_cost_key(cfg), []).append(summary["train_seconds"] / summary["rounds_run"])
+            per_round = summary["train_seconds"] / summary["rounds_run"]
+            samples.setdefault(_cost_key(cfg), []).append(per_round / _work_per_round(cfg))
     return {key: float(np.mean(values)) for key, values in samples.items()}
 
 
@@ -101,6 +112,21 @@ def probe_seconds_per_round(cfg: RunConfig, results_dir: str | os.PathLike | Non
     started = time.perf_counter()
     result = run(cfg.replace(rounds=1), use_store=False, progress=False, results_dir=results_dir)
     return float(result.summary.get("train_seconds") or time.perf_counter() - started)
+
+
+def _work_per_round(cfg: RunConfig) -> float:
+    """Expected training images per round: participating share x local epochs x training-set size."""
+    images = cfg.max_train_samples or _TRAIN_SIZE.get(cfg.dataset, 50000)
+    return cfg.participation * cfg.local_epochs * images
+
+
+def _rate_for(cfg: RunConfig, rates: dict[tuple, float]) -> float | None:
+    """The measured rate of ``cfg``'s (dataset, model, method), else the mean over its (dataset, model)."""
+    key = _cost_key(cfg)
+    if key in rates:
+        return rates[key]
+    peers = [rate for (dataset, model, _), rate in rates.items() if (dataset, model) == key[:2]]
+    return float(np.mean(peers)) if peers else None
 
 
 def _cost_key(cfg: RunConfig) -> tuple:

@@ -65,6 +65,31 @@ def test_plan_with_nothing_stored_times_a_probe_round(tmp_path, monkeypatch):
     assert plan["hours"] == pytest.approx(2 * 3 * 8.0 / 3600)
 
 
+def test_plan_scales_the_measured_time_by_each_configs_work(tmp_path, monkeypatch):
+    monkeypatch.setattr(tables, "run", lambda *a, **k: pytest.fail("no probe: the group is measured"))
+    stored = BASE.replace(method="fedavg")
+    store_result(stored, tmp_path, seconds=40.0)  # 10 s per round at 1 epoch, full participation
+    longer = BASE.replace(method="fedprox", local_epochs=3)  # same (dataset, model): 3x the work
+    fewer = BASE.replace(method="fedavg", participation=0.5, seed=1)  # half the clients per round
+    plan = tables.describe_plan([stored, longer, fewer], tmp_path)
+    assert plan["hours"] == pytest.approx((4 * 30 + 4 * 5) / 3600)
+
+
+def test_plan_probes_each_unmeasured_model_once(tmp_path, monkeypatch):
+    probed = []
+
+    def fake_run(cfg, use_store, progress, results_dir):
+        probed.append(cfg.model)
+        return fake_result(cfg, [0.5])  # 8 s for its one round
+
+    monkeypatch.setattr(tables, "run", fake_run)
+    store_result(BASE, tmp_path, seconds=4.0)  # the mlp is measured: 1 s per round
+    cnn = RunConfig(dataset="digits", model="lenet5", clients=2, rounds=4, device="cpu")
+    plan = tables.describe_plan([BASE, cnn, cnn.replace(seed=1), BASE.replace(seed=1)], tmp_path)
+    assert probed == ["lenet5"], "only the model without stored runs is probed, once"
+    assert plan["hours"] == pytest.approx((2 * 4 * 8.0 + 4 * 1.0) / 3600)
+
+
 def test_metric_column_follows_each_papers_convention():
     assert tables.metric_column("fedlmd") == "best_accuracy"
     assert tables.metric_column("pkd", "metric=min") == "min_class_accuracy"
