@@ -21,9 +21,10 @@ from fedlib.errors import FedlibError, one_of
 RESULTS_VERSION = 1
 
 # Fields that do not change the numbers a run produces (only where and how fast it runs).
-# ``backend`` is here too: the stacked path agrees with the sequential one to float tolerance
-# (not bitwise), so it shares the sequential path's stored results.
-LOCATION_FIELDS = ("device", "data_dir", "results_dir", "download", "backend")
+# ``backend`` and ``channels_last`` are here too: the stacked path and the channels-last memory
+# layout agree with the reference to float tolerance (not bitwise), so they share its stored results.
+LOCATION_FIELDS = ("device", "data_dir", "results_dir", "download", "backend", "channels_last")
+PRECISIONS = ("fp32", "bf16")
 
 
 @dataclass(frozen=True)
@@ -67,6 +68,9 @@ class RunConfig:
     results_dir: str | None = None
     download: bool = False
     backend: str = "sequential"  # local training: sequential | stacked | auto (see fedlib.stacked)
+    channels_last: bool = False  # image batches and conv weights in NHWC memory layout
+    # numbers-defining: bf16 autocast of the local forward passes (fp32 master weights and losses)
+    precision: str = "fp32"
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "method_args", dict(self.method_args or {}))
@@ -81,6 +85,8 @@ class RunConfig:
         one run, and a changed default is a new run rather than a stale store hit.
         """
         values = {k: v for k, v in self.to_dict().items() if k not in LOCATION_FIELDS}
+        if values["precision"] == "fp32":  # the default stays out: hashes from before the field hold
+            del values["precision"]
         values["method_args"] = dict(sorted(self.resolved_method_args().items()))
         values["results_version"] = RESULTS_VERSION
         return values
@@ -171,6 +177,8 @@ def validate(cfg: RunConfig) -> None:
     _require(cfg.classes_per_client >= 1, f"classes_per_client must be >= 1, got {cfg.classes_per_client}")
     _require(cfg.device in ("auto", "cpu") or cfg.device.startswith(("cuda", "mps")),
              f"device must be auto, cpu, cuda or cuda:N, got {cfg.device!r}")
+    if cfg.precision not in PRECISIONS:
+        raise one_of("precision", cfg.precision, PRECISIONS)
     if cfg.backend not in ("sequential", "stacked", "auto"):
         raise one_of("backend", cfg.backend, ("sequential", "stacked", "auto"))
     for name in ("max_train_samples", "max_test_samples"):

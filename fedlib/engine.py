@@ -78,8 +78,9 @@ class FederatedData:
     """The dataset on the run's device plus the partition of its training set."""
 
     def __init__(self, dataset: Dataset, partition: Partition, augmentation: AugmentSpec | None,
-                 device: torch.device):
+                 device: torch.device, memory_format: torch.memory_format = torch.contiguous_format):
         self.dataset = dataset
+        self.memory_format = memory_format  # of every batch handed to a model
         self.partition = partition
         self.augmentation = augmentation
         self.device = device
@@ -96,7 +97,8 @@ class FederatedData:
 
     def normalise(self, x_uint8: Tensor, generator: torch.Generator | None = None, train: bool = False) -> Tensor:
         spec = self.augmentation if train else None
-        return prepare_batch(x_uint8, self.dataset.mean, self.dataset.std, spec, generator)
+        x = prepare_batch(x_uint8, self.dataset.mean, self.dataset.std, spec, generator)
+        return x.contiguous(memory_format=self.memory_format) if x.dim() == 4 else x
 
     def test_batches(self, batch_size: int = 1000) -> Iterator[tuple[Tensor, Tensor]]:
         for start in range(0, len(self.test_y), batch_size):
@@ -154,6 +156,11 @@ class ServerState:
     def num_classes(self) -> int:
         return self.data.num_classes
 
+    @property
+    def autocast_dtype(self) -> torch.dtype | None:
+        """The dtype of the local forward passes under autocast (None: plain fp32)."""
+        return torch.bfloat16 if self.cfg.precision == "bf16" else None
+
     def local_model(self) -> nn.Module:
         """One reusable local model loaded with the global state (no deep copy per client)."""
         if self._scratch is None:
@@ -163,7 +170,8 @@ class ServerState:
 
     def new_model(self, num_classes: int | None = None) -> nn.Module:
         """A fresh model of the run's architecture (e.g. for teachers or PKD's experts)."""
-        return build_run_model(self.cfg, self.data.dataset, num_classes).to(self.device)
+        model = build_run_model(self.cfg, self.data.dataset, num_classes)
+        return model.to(self.device, memory_format=self.data.memory_format)
 
 
 def build_run_model(cfg: RunConfig, dataset: Dataset, num_classes: int | None = None) -> nn.Module:
@@ -206,7 +214,7 @@ def train_client(server: ServerState, algorithm: Algorithm, client_id: int, lr: 
     client = server.data.client(client_id)
     model = server.local_model()
     ctx = ClientContext(client_id=client_id, round=server.round, class_counts=client.class_counts,
-                        num_samples=client.num_samples, data=client, lr=lr)
+                        num_samples=client.num_samples, data=client, lr=lr, autocast_dtype=server.autocast_dtype)
     algorithm.client_context(server, ctx)
     optimizer = algorithm.make_optimizer(model, lr, cfg.momentum, cfg.weight_decay)
     model.train()
@@ -310,9 +318,10 @@ def prepare(cfg: RunConfig) -> tuple[ServerState, Algorithm]:
                                classes_per_client=cfg.classes_per_client, groups=dataset.train_groups,
                                min_size=cfg.min_client_size)
     aug_name = default_augmentation(cfg.dataset) if cfg.augmentation == "auto" else cfg.augmentation
-    data = FederatedData(dataset, partition, augment_spec(aug_name), device)
+    layout = torch.channels_last if cfg.channels_last else torch.contiguous_format
+    data = FederatedData(dataset, partition, augment_spec(aug_name), device, layout)
     torch.manual_seed(cfg.seed)
-    model = build_run_model(cfg, dataset).to(device)
+    model = build_run_model(cfg, dataset).to(device, memory_format=layout)
     algorithm = build_algorithm(cfg.method, cfg.method_args, cfg.dataset)
     server = ServerState(cfg=cfg, model=model, data=data, device=device, hparams=algorithm.hp)
     algorithm.setup(server)

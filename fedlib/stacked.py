@@ -46,7 +46,7 @@ from torch import Tensor, nn
 from torch.func import functional_call, vmap
 from torch.utils._pytree import tree_flatten, tree_map, tree_unflatten
 
-from fedlib.algorithms.base import Algorithm, ClientContext, ClientUpdate, Outputs
+from fedlib.algorithms.base import Algorithm, ClientContext, ClientUpdate, Outputs, autocast
 from fedlib.engine import ServerState, keyed_seed, train_client
 from fedlib.errors import FedlibError
 
@@ -291,7 +291,9 @@ class ClientStack:
 
     def _client_loss(self, params, buffers, x, y, tensors, state, teacher_out):
         """One client's loss + penalty (runs under vmap: every tensor here is one client's)."""
-        features, logits = functional_call(self.model, (params, buffers), (x,), {"return_features": True})
+        with autocast(x, self.template.autocast_dtype):
+            features, logits = functional_call(self.model, (params, buffers), (x,), {"return_features": True})
+        features, logits = features.float(), logits.float()
         extras = {**self.shared, **state}
         tensors = dict(tensors)
         ctx = replace(self.template, class_counts=tensors.pop("class_counts"), tensors=tensors,
@@ -306,14 +308,19 @@ class ClientStack:
     def _run_teachers(self, x: Tensor) -> dict[str, tuple[Tensor, Tensor]]:
         """Shared teachers on the concatenated batch (per client for train-mode BatchNorm)."""
         outputs = {}
-        for name, teacher in self.teachers.items():
-            if teacher.training and _has_batchnorm(teacher):
-                pairs = [teacher(xk, return_features=True) for xk in x]
-                outputs[name] = (torch.stack([f for f, _ in pairs]), torch.stack([l for _, l in pairs]))
-            else:
-                features, logits = teacher(x.flatten(0, 1), return_features=True)
-                outputs[name] = (features.unflatten(0, x.shape[:2]), logits.unflatten(0, x.shape[:2]))
-        return outputs
+        with autocast(x, self.template.autocast_dtype):
+            for name, teacher in self.teachers.items():
+                outputs[name] = self._run_teacher(teacher, x)
+        return {name: (f.float(), l.float()) for name, (f, l) in outputs.items()}
+
+    @staticmethod
+    def _run_teacher(teacher: nn.Module, x: Tensor) -> tuple[Tensor, Tensor]:
+        """Features and logits of one teacher on x (m, B, ...): per client for train-mode BatchNorm."""
+        if teacher.training and _has_batchnorm(teacher):
+            pairs = [teacher(xk, return_features=True) for xk in x]
+            return torch.stack([f for f, _ in pairs]), torch.stack([l for _, l in pairs])
+        features, logits = teacher(x.flatten(0, 1), return_features=True)
+        return features.unflatten(0, x.shape[:2]), logits.unflatten(0, x.shape[:2])
 
     def _store_state(self, selection: slice | Tensor, new_state: dict) -> None:
         for key, value in new_state.items():
@@ -352,7 +359,7 @@ def _client_setup(server: ServerState, algorithm: Algorithm, client_id: int, lr:
     generator = torch.Generator(device=server.device).manual_seed(seed)
     client = server.data.client(client_id)
     ctx = ClientContext(client_id=client_id, round=server.round, class_counts=client.class_counts,
-                        num_samples=client.num_samples, data=client, lr=lr)
+                        num_samples=client.num_samples, data=client, lr=lr, autocast_dtype=server.autocast_dtype)
     algorithm.client_context(server, ctx)
     steps = client.steps_per_epoch(cfg.batch_size) * cfg.local_epochs
     return ctx, client.train_batches(cfg.batch_size, cfg.local_epochs, generator), steps

@@ -63,6 +63,7 @@ class ClientContext:
     tensors: dict[str, Tensor] = field(default_factory=dict)  # per-client constants
     extras: dict[str, Any] = field(default_factory=dict)  # anything else the method keeps
     metrics: dict[str, float] = field(default_factory=dict)  # per-client numbers to log
+    autocast_dtype: torch.dtype | None = None  # bf16 forward passes when the run's precision is bf16
 
     @property
     def class_prior(self) -> Tensor:
@@ -141,9 +142,10 @@ class Algorithm:
 
     def objective(self, model: nn.Module, x: Tensor, labels: Tensor, ctx: ClientContext) -> Tensor:
         """Forward the student and the teachers, then loss + penalty."""
-        features, logits = model(x, return_features=True)
-        teacher_out = run_teachers(ctx.teachers, x)
-        value = self.loss(Outputs(features, logits), labels, ctx, teacher_out)
+        with autocast(x, ctx.autocast_dtype):
+            features, logits = model(x, return_features=True)
+            teacher_out = run_teachers(ctx.teachers, x)
+        value = self.loss(Outputs(features.float(), logits.float()), labels, ctx, teacher_out)
         extra = self.penalty(model, ctx)
         return value if extra is None else value + extra
 
@@ -168,8 +170,17 @@ def run_teachers(teachers: dict[str, nn.Module], x: Tensor) -> dict[str, Outputs
     with torch.no_grad():
         for name, teacher in teachers.items():
             features, logits = teacher(x, return_features=True)
-            outputs[name] = Outputs(features.detach(), logits.detach())
+            outputs[name] = Outputs(features.detach().float(), logits.detach().float())
     return outputs
+
+
+def autocast(x: Tensor, dtype: torch.dtype | None):
+    """Mixed precision for the forward passes on ``x``'s device when ``dtype`` is given, else a no-op.
+
+    Parameters, gradients, optimiser state and losses stay fp32; outputs are cast back with
+    ``.float()`` before the loss.
+    """
+    return torch.autocast(x.device.type, dtype=dtype or torch.bfloat16, enabled=dtype is not None)
 
 
 def weighted_average(states: list[dict[str, Tensor]], weights: list[float]) -> dict[str, Tensor]:
