@@ -42,6 +42,8 @@ WORKLOADS = {
               method_args={"warmup_rounds": 0, "expert_rounds": 1}),
 }
 PATHS = ("naive", "sequential", "stacked")
+# suffixes a fedlib path may carry, e.g. "sequential+cl+bf16": the config fields they set
+PATH_OPTIONS = {"cl": {"channels_last": True}, "bf16": {"precision": "bf16"}}
 
 
 def workload_config(name: str, fraction: float, device: str) -> RunConfig:
@@ -55,10 +57,17 @@ def workload_config(name: str, fraction: float, device: str) -> RunConfig:
 
 
 def round_runner(cfg: RunConfig, path: str) -> tuple[engine.ServerState, Callable[[], None]]:
-    """A prepared server and a function that runs its next round on ``path``."""
-    backend = "stacked" if path == "stacked" else "sequential"
-    server, algorithm = engine.prepare(cfg.replace(backend=backend))
-    if path == "naive":
+    """A prepared server and a function that runs its next round on ``path``.
+
+    ``path`` is naive, sequential or stacked, the last two optionally followed by ``+cl``
+    (channels-last layout) and/or ``+bf16`` (bf16 autocast).
+    """
+    name, *options = path.split("+")
+    changes = {"backend": "stacked" if name == "stacked" else "sequential"}
+    for option in options:
+        changes.update(PATH_OPTIONS[option])
+    server, algorithm = engine.prepare(cfg.replace(**changes))
+    if name == "naive":
         train_set = naive_train_set(server)
         step = lambda: naive_round(server, algorithm, train_set)  # noqa: E731
     else:
@@ -120,7 +129,8 @@ def main() -> None:
     parser.add_argument("--fraction", type=float, default=1.0, help="share of the training set used")
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--paths", default=",".join(PATHS))
+    parser.add_argument("--paths", default=",".join(PATHS),
+                        help="comma-separated; fedlib paths may add +cl and/or +bf16, e.g. sequential+cl")
     parser.add_argument("--device", default="auto")
     parser.add_argument("--threads", type=int, default=0, help="torch intra-op threads (0: torch's default)")
     parser.add_argument("--profile", action="store_true", help="cProfile one more round per path")
@@ -139,12 +149,12 @@ def main() -> None:
         results[path] = time_path(cfg, path, args.rounds, args.repeat, args.profile)
         print(f"  {path}: {' '.join(f'{t:.2f}' for t in results[path]['all'])} s/round", flush=True)
     base = results.get("naive", {}).get("seconds")
-    print(f"{'path':<11}{'s/round':>10}{'full-data s/round':>19}{'x naive':>9}{'img/s':>10}{'TFLOP/s':>9}  runs")
+    print(f"{'path':<20}{'s/round':>10}{'full-data s/round':>19}{'x naive':>9}{'img/s':>10}{'TFLOP/s':>9}  runs")
     for path, r in results.items():
         rate = r["images"] / r["seconds"]
         ratio = f"{base / r['seconds']:.2f}" if base else "-"
         runs = " ".join(f"{t:.2f}" for t in r["all"])
-        print(f"{path:<11}{r['seconds']:>10.3f}{r['seconds'] / args.fraction:>19.1f}{ratio:>9}"
+        print(f"{path:<20}{r['seconds']:>10.3f}{r['seconds'] / args.fraction:>19.1f}{ratio:>9}"
               f"{rate:>10.0f}{rate * flops / 1e12:>9.4f}  [{runs}]")
     print(f"load after: {os.getloadavg()[0]:.2f}")
     for path, r in results.items():
