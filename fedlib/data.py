@@ -24,6 +24,8 @@ tensors, small enough to move to the accelerator once and index there (see
 
 The data folder is ``data_dir``, else ``$FEDLIB_DATA``, else ``<cache>/data``.
 Every file-based dataset accepts ``image_size`` (resize to a square, default: keep).
+:func:`dataset_available` and :func:`missing_dataset_message` say, without loading anything,
+whether ``load_dataset`` would find a dataset (notebooks skip runs on data that are not there).
 """
 
 from __future__ import annotations
@@ -204,9 +206,7 @@ def load_dataset(
     if name == "synthetic":
         return make_synthetic(**options)
     cache_root = _cache_root(cache_dir)
-    data_root = Path(data_dir or os.environ.get("FEDLIB_DATA") or cache_root / "data")
-    download = download or os.environ.get("FEDLIB_DOWNLOAD") == "1"
-    source = _find_source(name, data_root, download)
+    source = _find_source(name, _data_root(data_dir, cache_root), _download_allowed(download))
     cache_file = _cache_file(cache_root, name, source, options)
     cached = _read_cache(cache_file)
     if cached is not None:
@@ -215,6 +215,42 @@ def load_dataset(
     dataset = _finish(dataset, options.get("image_size"))
     _write_cache(cache_file, dataset)
     return dataset
+
+
+def dataset_available(name: str, data_dir: str | os.PathLike | None = None,
+                      download: bool = False) -> bool:
+    """Whether :func:`load_dataset` would find ``name`` (one of :data:`DATASETS`).
+
+    Only checks that the files are where a loader looks (same folder rules as ``load_dataset``);
+    nothing is read, decoded, cached or downloaded. ``digits`` and ``synthetic`` are always
+    available; the torchvision datasets also are with ``download=True`` or ``FEDLIB_DOWNLOAD=1``
+    (the download itself may still fail offline). fedlib's cache alone does not count: its
+    entries are keyed by the source folder, which must exist.
+    """
+    return missing_dataset_message(name, data_dir, download) is None
+
+
+def missing_dataset_message(name: str, data_dir: str | os.PathLike | None = None,
+                            download: bool = False) -> str | None:
+    """``None`` when ``name`` can be loaded (see :func:`dataset_available`), else one line:
+    what is missing, the folders searched and how to get it (the error ``load_dataset`` raises)."""
+    if name not in DATASETS:
+        raise one_of("dataset", name, DATASETS)
+    if name in ("digits", "synthetic"):
+        return None
+    try:
+        _find_source(name, _data_root(data_dir, _cache_root(None)), _download_allowed(download))
+    except FedlibError as exc:
+        return str(exc)
+    return None
+
+
+def _data_root(data_dir, cache_root: Path) -> Path:
+    return Path(data_dir or os.environ.get("FEDLIB_DATA") or cache_root / "data")
+
+
+def _download_allowed(download: bool) -> bool:
+    return bool(download) or os.environ.get("FEDLIB_DOWNLOAD") == "1"
 
 
 _COMMON_OPTIONS = {"image_size": None}
@@ -274,18 +310,31 @@ def _find_source(name: str, data_root: Path, download: bool) -> _Source:
     if download and name in _TORCHVISION_LAYOUT:
         folder = _TORCHVISION_LAYOUT[name][0]
         return _Source("torchvision", data_root / folder, root=data_root, download=True)
-    raise _missing_error(name, looked)
+    raise _missing_error(name, looked, data_root)
 
 
-def _missing_error(name: str, looked: list[Path]) -> FedlibError:
+# How to get a dataset that torchvision cannot download (the end of the "not found" message).
+_HOW_TO_GET = {
+    "femnist": "build it with LEAF (github.com/TalwalkarLab/leaf, data/femnist/preprocess.sh) and "
+               "put its train/ and test/ json folders in {data}/femnist/",
+    "office_caltech10": "unpack Office-Caltech-10 (Gong et al., CVPR 2012) "
+                        "as {data}/office_caltech10/<domain>/<class>/*.jpg, domains amazon, caltech, "
+                        "dslr, webcam",
+    "tinyimagenet": "unpack tiny-imagenet-200.zip (cs231n.stanford.edu/tiny-imagenet-200.zip) in {data}/",
+    "cinic10": "unpack CINIC-10 (github.com/BayesWatch/cinic-10) as {data}/cinic10/{{train,test}}/<class>/",
+}
+
+
+def _missing_error(name: str, looked: list[Path], data_root: Path) -> FedlibError:
     paths = ", ".join(str(p) for p in looked)
     if name in _TORCHVISION_LAYOUT:
-        remedy = "or allow download (download=True or FEDLIB_DOWNLOAD=1)"
+        remedy = ("in torchvision or ImageFolder layout, or allow download "
+                  "(download=True or FEDLIB_DOWNLOAD=1)")
     else:
-        remedy = "(it cannot be downloaded automatically; layouts: see fedlib.data)"
+        remedy = f"(it cannot be downloaded automatically): {_HOW_TO_GET[name].format(data=data_root)}"
     return FedlibError(
         f"dataset {name!r} not found; looked in: {paths}; set FEDLIB_DATA (or --data) to a "
-        f"folder holding it in torchvision or ImageFolder layout {remedy}"
+        f"folder holding it {remedy}"
     )
 
 

@@ -155,6 +155,66 @@ def test_missing_dataset_names_the_paths(tmp_path, cache_dir, monkeypatch):
         load_dataset("femnist", data_dir=tmp_path, cache_dir=cache_dir)
 
 
+@pytest.fixture
+def no_download(monkeypatch, tmp_path):
+    """No download switch and no data folder from the environment; the cache in tmp_path."""
+    monkeypatch.delenv("FEDLIB_DOWNLOAD", raising=False)
+    monkeypatch.delenv("FEDLIB_DATA", raising=False)
+    monkeypatch.setenv("FEDLIB_CACHE", str(tmp_path / "cache"))
+
+
+def test_dataset_available_finds_fake_layouts_without_reading_them(tmp_path, no_download):
+    root = tmp_path / "data"
+    for split in ("train", "test"):  # FEMNIST: LEAF json folders (content never read here)
+        (root / "femnist" / split).mkdir(parents=True)
+        (root / "femnist" / split / "all_data_0.json").write_text("not json")
+    (root / "Office-Caltech-10" / "DSLR" / "mug").mkdir(parents=True)  # one domain is enough
+    (root / "cifar-100-python").mkdir(parents=True)
+    (root / "cifar-100-python" / "train").write_bytes(b"")
+    write_imagefolder(root / "cifar10-jpeg" / "train", ["cat"], 1)
+    (root / "cifar10-jpeg" / "test").mkdir()
+    for name in ("femnist", "office_caltech10", "cifar100", "cifar10"):
+        assert data.dataset_available(name, data_dir=root), name
+        assert data.missing_dataset_message(name, data_dir=root) is None
+    assert not (tmp_path / "cache").exists()  # nothing loaded, nothing cached
+
+
+def test_dataset_available_false_in_an_empty_folder_with_one_line_how_to(tmp_path, no_download):
+    for name in ("mnist", "cifar100", "femnist", "office_caltech10", "tinyimagenet", "cinic10"):
+        assert not data.dataset_available(name, data_dir=tmp_path), name
+        message = data.missing_dataset_message(name, data_dir=tmp_path)
+        assert "\n" not in message and name in message and str(tmp_path) in message
+    femnist = data.missing_dataset_message("femnist", data_dir=tmp_path)
+    assert "LEAF" in femnist and str(tmp_path / "femnist") in femnist
+    office = data.missing_dataset_message("office_caltech10", data_dir=tmp_path)
+    assert "amazon, caltech, dslr, webcam" in office
+    # half a layout is not a layout: LEAF json in train/ only, a CIFAR-100 folder without files
+    (tmp_path / "femnist" / "train").mkdir(parents=True)
+    (tmp_path / "femnist" / "train" / "a.json").write_text("{}")
+    (tmp_path / "cifar-100-python").mkdir()
+    assert not data.dataset_available("femnist", data_dir=tmp_path)
+    assert not data.dataset_available("cifar100", data_dir=tmp_path)
+
+
+def test_dataset_available_follows_download_switch_and_environment(tmp_path, no_download, monkeypatch):
+    assert data.dataset_available("cifar100", data_dir=tmp_path, download=True)
+    assert not data.dataset_available("femnist", data_dir=tmp_path, download=True)  # not downloadable
+    monkeypatch.setenv("FEDLIB_DOWNLOAD", "1")
+    assert data.dataset_available("cifar100", data_dir=tmp_path)
+    monkeypatch.delenv("FEDLIB_DOWNLOAD")
+    write_mnist_raw(tmp_path, "MNIST")
+    monkeypatch.setenv("FEDLIB_DATA", str(tmp_path))  # data_dir=None reads $FEDLIB_DATA
+    assert data.dataset_available("mnist") and not data.dataset_available("fashion_mnist")
+
+
+def test_generated_datasets_are_always_available(tmp_path, no_download):
+    for name in ("digits", "synthetic"):
+        assert data.dataset_available(name, data_dir=tmp_path / "nowhere")
+        assert data.missing_dataset_message(name) is None
+    with pytest.raises(FedlibError, match="unknown dataset 'femnist_digits'"):
+        data.dataset_available("femnist_digits")
+
+
 # ----------------------------------------------------------------------------- on-disk layouts
 
 
