@@ -236,6 +236,14 @@ def _call(hook: Any, name: str, *args: Any) -> None:
         method(*args)
 
 
+def local_work(updates: list[ClientUpdate], local_epochs: int) -> dict[str, int]:
+    """The local training a round did, counted over its clients: ``local_steps`` (optimiser steps
+    taken) and ``local_samples`` (forward + backward sample passes: each client walks its n_k
+    samples once per epoch, on both training paths). Tables 9-10 of PKD count cost from these."""
+    return {"local_steps": sum(u.num_steps for u in updates),
+            "local_samples": local_epochs * sum(u.num_samples for u in updates)}
+
+
 def run_round(server: ServerState, algorithm: Algorithm, hooks: list = ()) -> dict[str, Any]:
     """One communication round; returns the round's training-side metrics."""
     cfg = server.cfg
@@ -253,6 +261,7 @@ def run_round(server: ServerState, algorithm: Algorithm, hooks: list = ()) -> di
     server.model.load_state_dict(algorithm.aggregate(server, updates))
     algorithm.end_round(server, updates)
     metrics = {"round": server.round, "clients": clients, "lr": lr}
+    metrics.update(local_work(updates, cfg.local_epochs))
     metrics.update(algorithm.round_metrics(server, updates))
     for hook in hooks:
         _call(hook, "on_round_end", server, updates, metrics)

@@ -8,8 +8,10 @@ with a ``setting`` column in the papers' vocabulary such as ``beta=0.05`` or ``s
 - :func:`compare_with_paper` -- ours, the paper's number and the difference side by side;
 - :func:`save_tables`       -- CSV + Markdown into ``tables/``.
 
-PKD's tables report class-wise Max / Ave / Min (:func:`class_metric_frame`); FedLMD's Table 3
-adds a speedup over FedAvg read from the stored curves (:func:`speedup_frame`).
+PKD's tables report class-wise Max / Ave / Min (:func:`class_metric_frame`) and, in Tables 9-10,
+the computation in units U needed to reach a minimum class accuracy, counted from the work each
+round logged (:func:`round_cost_units`, :func:`cost_to_reach`, :func:`cost_frame`); FedLMD's
+Table 3 adds a speedup over FedAvg read from the stored curves (:func:`speedup_frame`).
 
 The paper's numbers come from ``fedlib/paper_results`` through :func:`paper_numbers`; a notebook
 never types them in.
@@ -41,6 +43,7 @@ PKD_METRICS = {"max": "max_class_accuracy", "ave": "mean_class_accuracy", "min":
 
 # Names the papers use for a method that fedlib registers under another name.
 METHOD_ALIASES = {"feded": "fedvls"}
+NEVER = "never"  # how a table shows an infinite cost (the paper's '-': target not reached)
 
 
 # ---------------------------------------------------------------------- the grid
@@ -251,11 +254,116 @@ def _rounds_to_reach(curve: pd.Series, target: float) -> int | None:
     return int(reached.index[0]) + 1 if len(reached) else None
 
 
+# ---------------------------------------------------------------------- computation cost (PKD Tables 9-10)
+EXPERT_OUTPUTS = ("fired", "all")
+TARGET_TOLERANCE = 1e-4  # percentage points: class accuracies are float32 ratios (8 % may read 7.9999998)
+COST_CURVES = {"min_class_accuracy": min, "mean_class_accuracy": lambda v: sum(v) / len(v)}
+
+
+def round_cost_units(result: RunResult, expert_outputs: str = "fired") -> pd.DataFrame:
+    """The computation of every round in PKD's unit U, counted from what the run logged.
+
+    U is one FedAvg local-training round (PKD Eq. 3): E forward + backward passes over all N
+    training samples of the clients. One row per round (0-based ``round``) with
+
+    - ``local``: the round's local sample passes (``local_samples``, logged by the engine) / (E N);
+      for runs stored before that metric existed, E times the stored sample counts of the
+      round's clients (``clients`` and ``partition_counts``), the same number;
+    - ``experts``: PKD's expert training, logged in the round it ran as ``pkd_expert_cost``
+      (Eq. 5: the group samples the experts trained on, times E_exp / E, over the expert
+      rounds' clients' samples -- N when every client takes part);
+    - ``distillation``: PKD's expert outputs, a forward pass counted as 1/3 of a training pass
+      (Eq. 6) -- on the samples that fired an expert (``expert_fired_<g>``, the paper's
+      accounting, ``expert_outputs="fired"``) or on every local sample, which is what fedlib's
+      implementation evaluates (``"all"``);
+    - ``total`` and the running ``cumulative``.
+
+    As in the paper, a teacher's outputs in other methods (FedCodl) and FedProx's proximal term
+    are not counted, nor is PKD's weak-class discovery pass.
+    """
+    if expert_outputs not in EXPERT_OUTPUTS:
+        raise one_of("expert_outputs", expert_outputs, EXPERT_OUTPUTS)
+    counts = result.summary.get("partition_counts")
+    if not counts:
+        raise FedlibError(f"run {result.config.hash()} stored no partition_counts; rerun it to count its cost")
+    client_samples = [sum(row) for row in counts]
+    epochs = result.config.local_epochs
+    unit = epochs * sum(client_samples)  # sample passes of one FedAvg round of every client
+    rows = []
+    for entry in result.rounds:
+        samples = entry.get("local_samples")
+        if samples is None:
+            samples = epochs * sum(client_samples[k] for k in entry["clients"])
+        local = samples / unit
+        groups = entry.get("pkd_groups") or []
+        fired = sum(entry.get(f"expert_fired_{g}", 0.0) for g in range(len(groups)))
+        per_sample = fired if expert_outputs == "fired" else len(groups)
+        rows.append({"round": entry["round"], "local": local, "experts": float(entry.get("pkd_expert_cost", 0.0)),
+                     "distillation": local * per_sample / 3})
+    frame = pd.DataFrame(rows, columns=["round", "local", "experts", "distillation"])
+    frame["total"] = frame["local"] + frame["experts"] + frame["distillation"]
+    frame["cumulative"] = frame["total"].cumsum()
+    return frame
+
+
+def cost_to_reach(result: RunResult, targets: Sequence[float], curve: str = "min_class_accuracy",
+                  expert_outputs: str = "fired", from_round: int = 0) -> dict[float, float]:
+    """Cumulative cost in U (:func:`round_cost_units`) when ``curve`` first reaches each target.
+
+    ``targets`` are in percent; ``curve`` is the per-round ``min_class_accuracy`` (PKD Tables
+    9-10) or ``mean_class_accuracy`` of the evaluated rounds. The cost counts every round up to
+    and including the one whose evaluation reached the target; ``inf`` where the run never
+    does (the paper's '-'). Only rounds from ``from_round`` (0-based) on may reach a target: PKD's
+    Table 9 reads its targets once partial KD runs, after warm-up and experts (Sec. 4.5).
+    """
+    if curve not in COST_CURVES:
+        raise one_of("curve", curve, COST_CURVES)
+    cumulative = round_cost_units(result, expert_outputs).set_index("round")["cumulative"]
+    reached = [(entry["round"], 100 * COST_CURVES[curve](entry["class_accuracy"]))
+               for entry in result.rounds if entry.get("class_accuracy") and entry["round"] >= from_round]
+    costs = {}
+    for target in targets:
+        first = next((r for r, value in reached if value >= target - TARGET_TOLERANCE), None)
+        costs[target] = float("inf") if first is None else float(cumulative[first])
+    return costs
+
+
+def cost_frame(results: Sequence[RunResult], targets: Sequence[float], labels: dict[str, str] | None = None,
+               extra_setting: dict[str, str] | None = None, target_names: Sequence | None = None,
+               expert_outputs: str = "fired", from_round: dict[str, int] | None = None) -> pd.DataFrame:
+    """PKD Tables 9-10: one row per (run, target) with the cost in U to reach it (``value``).
+
+    The ``setting`` is the run's partition, ``extra_setting`` (as in :func:`class_metric_frame`),
+    ``metric=cost_u`` and ``target_min=<name>``: ``target_names`` name the columns (default: the
+    targets themselves), so a reduced profile's targets can stand in, in order, for the paper's;
+    the ``target`` column keeps the threshold actually used. ``from_round`` maps a run hash to
+    the first round that may reach a target (:func:`cost_to_reach`; default 0).
+    """
+    names = list(target_names) if target_names is not None else list(targets)
+    if len(names) != len(targets):
+        raise FedlibError(f"{len(targets)} targets but {len(names)} target_names; give one name per target")
+    rows = []
+    for result in results:
+        cfg = result.config
+        extra = (extra_setting or {}).get(cfg.hash(), "")
+        costs = cost_to_reach(result, targets, expert_outputs=expert_outputs,
+                              from_round=(from_round or {}).get(cfg.hash(), 0))
+        for target, name in zip(targets, names):
+            name = name if isinstance(name, str) else f"{name:g}"
+            setting = ";".join(p for p in (setting_label(cfg), extra, "metric=cost_u", f"target_min={name}") if p)
+            rows.append({"hash": cfg.hash(), "label": (labels or {}).get(cfg.hash(), cfg.method),
+                         "dataset": cfg.dataset, "seed": cfg.seed, "setting": setting, "metric": "cost_u",
+                         "target": target, "value": costs[target]})
+    return pd.DataFrame(rows)
+
+
 # ---------------------------------------------------------------------- the paper's layout
 def paper_layout(frame: pd.DataFrame, value: str, index: str = "label",
                  columns: str | list[str] | None = ("dataset", "setting"), digits: int = 2,
-                 row_order: Sequence[str] | None = None) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
-    """Mean, std over seeds and the 'mean ± std' text table (best per column in bold).
+                 row_order: Sequence[str] | None = None, mark_best: bool = True
+                 ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """Mean, std over seeds and the 'mean ± std' text table (best per column in bold unless
+    ``mark_best`` is False; an infinite mean -- a cost target never reached -- reads "never").
 
     Rows keep the order of ``row_order`` (the paper's order) when given, else first appearance.
     """
@@ -267,7 +375,8 @@ def paper_layout(frame: pd.DataFrame, value: str, index: str = "label",
     if row_order is not None:
         order = [r for r in row_order if r in mean.index]
         mean, std = mean.loc[order], std.loc[order]
-    return mean, std, experiments.format_mean_std(mean, std, digits=digits)
+    text = experiments.format_mean_std(mean, std, digits=digits, mark_best=mark_best)
+    return mean, std, text.mask(np.isinf(mean.astype(float)), NEVER)
 
 
 # ---------------------------------------------------------------------- the paper's numbers
@@ -286,6 +395,26 @@ def paper_numbers(paper: str, table: str | int) -> pd.DataFrame:
     if numbers.empty:
         print(f"note: no transcribed numbers for {paper} table {table}; the paper columns stay empty")
     return numbers
+
+
+def setting_into_method(frame: pd.DataFrame, key: str) -> pd.DataFrame:
+    """A copy of a paper frame with ``key=value`` moved from ``setting`` into ``method``.
+
+    'fedprox' with 'mu=0.001' in its setting becomes the method 'fedprox (mu 0.001)': one row per
+    hyperparameter value, for tables whose columns are one method at several values (PKD
+    Table 7's FedProx). Rows without ``key`` are unchanged.
+    """
+    if "setting" not in frame.columns or "method" not in frame.columns:
+        raise FedlibError(f"paper frame lacks a setting or method column; expected {PAPER_COLUMNS}")
+    out = frame.copy()
+    for i, setting in out["setting"].items():
+        pairs = str(setting).split(";")
+        moved = [p for p in pairs if p.split("=")[0].strip() == key]
+        if moved:
+            value = moved[0].split("=", 1)[1].strip()
+            out.at[i, "method"] = f"{out.at[i, 'method']} ({key} {value})"
+            out.at[i, "setting"] = ";".join(p for p in pairs if p not in moved)
+    return out
 
 
 def compare_with_paper(ours_mean: pd.DataFrame, ours_std: pd.DataFrame, paper_frame: pd.DataFrame,
@@ -314,11 +443,17 @@ def compare_with_paper(ours_mean: pd.DataFrame, ours_std: pd.DataFrame, paper_fr
 
 def side_by_side(comparison: pd.DataFrame, index: str = "method",
                  columns: Sequence[str] = ("dataset", "setting"), digits: int = 2) -> pd.DataFrame:
-    """The comparison in the paper's layout; each cell reads 'ours / paper (difference)'."""
+    """The comparison in the paper's layout; each cell reads 'ours / paper (difference)'
+    ("never" for an infinite cost: the target was not reached)."""
+    def number(value) -> str:
+        return "-" if pd.isna(value) else NEVER if np.isinf(value) else f"{value:.{digits}f}"
+
     def cell(row) -> str:
-        ours = "-" if pd.isna(row["ours"]) else f"{row['ours']:.{digits}f}"
+        ours = number(row["ours"])
         if pd.isna(row["paper"]):
             return f"{ours} / -"
+        if not np.isfinite(row["difference"]):  # a cost target never reached on one side or both
+            return f"{ours} / {number(row['paper'])}"
         return f"{ours} / {row['paper']:.{digits}f} ({row['difference']:+.{digits}f})"
 
     text = comparison.assign(cell=comparison.apply(cell, axis=1))

@@ -144,3 +144,27 @@ def test_hooks_see_every_round_even_for_a_stored_run(tmp_path):
     again = RoundCounter()
     result = engine.run(cfg, results_dir=tmp_path, progress=False, hooks=[again])
     assert again.rounds == [0, 1] and len(result.rounds) == 2
+
+
+def test_rounds_log_the_local_work_the_clients_did():
+    from fedlib.algorithms.fedavg import FedAvg
+
+    class Counting(FedAvg):  # counts every local batch the engine feeds it
+        def __init__(self):
+            super().__init__()
+            self.samples = self.steps = 0
+
+        def loss(self, out, labels, ctx, teacher_out):
+            self.samples += labels.shape[0]
+            self.steps += 1
+            return super().loss(out, labels, ctx, teacher_out)
+
+    cfg = tiny_config(rounds=1, local_epochs=2, batch_size=24, participation=0.5)
+    server, _ = engine.prepare(cfg)
+    counting = Counting()
+    metrics = engine.run_round(server, counting)
+    assert len(metrics["clients"]) == 2
+    assert metrics["local_samples"] == counting.samples > 0
+    assert metrics["local_steps"] == counting.steps > 0
+    # adding the metric leaves the config, and so the stored runs' hashes, as they were
+    assert "local_samples" not in cfg.hashed_fields()

@@ -184,3 +184,99 @@ def test_speedup_divides_reference_rounds_by_rounds_to_reach_its_best():
 def test_speedup_needs_the_reference_run():
     with pytest.raises(FedlibError, match="no fedavg run"):
         tables.speedup_frame([fake_result(BASE.replace(method="fedntd"), [0.1, 0.2])])
+
+
+def cost_result(cfg: RunConfig, rounds: list[dict], counts=((3, 2), (5, 0))) -> RunResult:
+    """A finished run with per-round metrics as the engine logs them (N = 10 samples here)."""
+    summary = {"partition_counts": [list(c) for c in counts], "class_accuracy": rounds[-1]["class_accuracy"],
+               "class_names": ["a", "b"], "final_accuracy": 0.5, "best_accuracy": 0.5}
+    return RunResult(cfg, rounds, summary)
+
+
+def test_round_cost_units_counts_local_passes_and_reads_old_runs_from_their_clients():
+    cfg = BASE.replace(local_epochs=2)
+    logged = [{"round": 0, "clients": [0, 1], "local_samples": 20, "class_accuracy": [0.1, 0.5]},
+              {"round": 1, "clients": [1], "local_samples": 10, "class_accuracy": [0.3, 0.9]}]
+    old = [{k: v for k, v in r.items() if k != "local_samples"} for r in logged]  # stored before the metric
+    for rounds in (logged, old):
+        cost = tables.round_cost_units(cost_result(cfg, rounds))
+        assert list(cost["local"]) == pytest.approx([1.0, 0.5])  # client 1 holds half the samples
+        assert list(cost["cumulative"]) == pytest.approx([1.0, 1.5])
+    with pytest.raises(FedlibError, match="expert_outputs"):
+        tables.round_cost_units(cost_result(cfg, logged), expert_outputs="some")
+
+
+def test_round_cost_units_adds_pkd_experts_and_distillation():
+    cfg = BASE.replace(method="pkd")
+    rounds = [{"round": 0, "clients": [0, 1], "local_samples": 10, "class_accuracy": [0.1, 0.5]},
+              {"round": 1, "clients": [0, 1], "local_samples": 10, "class_accuracy": [0.3, 0.9],
+               "pkd_groups": [[0, 1], [1, 2]], "expert_fired_0": 0.03, "expert_fired_1": 0.06,
+               "pkd_expert_cost": 1.5}]
+    fired = tables.round_cost_units(cost_result(cfg, rounds))
+    assert list(fired["total"]) == pytest.approx([1.0, 1.0 + 1.5 + 0.09 / 3])  # Eq. 4, Eq. 5 + 6
+    every = tables.round_cost_units(cost_result(cfg, rounds), expert_outputs="all")
+    assert every["total"].iloc[1] == pytest.approx(1.0 + 1.5 + 2 / 3)  # two experts on every sample
+
+
+def test_pkd_cost_counted_from_a_real_run_matches_pkds_own_accounting():
+    from fedlib.engine import run
+
+    cfg = RunConfig(dataset="synthetic", model="mlp", partition="iid", clients=3, rounds=3, local_epochs=1,
+                    batch_size=16, max_train_samples=200, max_test_samples=50, method="pkd", device="cpu",
+                    method_args={"warmup_rounds": 1, "expert_rounds": 1, "groups": [[1, 3], [3, 5, 7]]})
+    result = run(cfg, use_store=False, progress=False)
+    cost = tables.round_cost_units(result)
+    assert list(cost["total"]) == pytest.approx([r["cost_units"] for r in result.rounds])
+    assert cost["cumulative"].iloc[-1] == pytest.approx(result.rounds[-1]["cost_units_total"])
+
+
+def test_cost_to_reach_reads_the_first_round_at_the_target():
+    rounds = [{"round": i, "clients": [0, 1], "local_samples": 10, "class_accuracy": acc}
+              for i, acc in enumerate([[0.1, 0.5], [0.3, 0.9], [0.2, 0.8]])]
+    result = cost_result(BASE, rounds)  # min class accuracy 10, 30, 20 %; 1 U per round
+    assert tables.cost_to_reach(result, [10, 20, 30, 40]) == {10: 1.0, 20: 2.0, 30: 2.0, 40: math.inf}
+    assert tables.cost_to_reach(result, [60], curve="mean_class_accuracy") == {60: 2.0}
+    assert tables.cost_to_reach(result, [10, 20], from_round=2) == {10: 3.0, 20: 3.0}  # PKD stage only
+    with pytest.raises(FedlibError, match="curve"):
+        tables.cost_to_reach(result, [10], curve="max")
+    float32 = cost_result(BASE, [{"round": 0, "clients": [0, 1], "local_samples": 10,
+                                  "class_accuracy": [0.07999999821186066, 0.5]}])  # 8 % as float32 stores it
+    assert tables.cost_to_reach(float32, [8]) == {8: 1.0}
+
+
+def test_cost_frame_names_targets_after_the_papers_columns():
+    rounds = [{"round": 0, "clients": [0, 1], "local_samples": 10, "class_accuracy": [0.1, 0.5]}]
+    result = cost_result(BASE.replace(partition="balanced"), rounds)
+    frame = tables.cost_frame([result], [5, 50], extra_setting={result.config.hash(): "clients=2"},
+                              target_names=[40, 70])
+    assert list(frame["setting"]) == ["partition=balanced;clients=2;metric=cost_u;target_min=40",
+                                      "partition=balanced;clients=2;metric=cost_u;target_min=70"]
+    assert list(frame["target"]) == [5, 50] and list(frame["value"]) == [1.0, math.inf]
+    later = tables.cost_frame([result], [5], from_round={result.config.hash(): 1})
+    assert list(later["value"]) == [math.inf]
+    with pytest.raises(FedlibError, match="target_names"):
+        tables.cost_frame([result], [5, 50], target_names=[40])
+
+
+def test_never_reached_costs_read_never_in_the_layout_and_beside_the_paper():
+    frame = pd.DataFrame({"label": ["fedavg", "pkd", "focal"], "dataset": ["d"] * 3, "setting": ["t=1"] * 3,
+                          "value": [math.inf, 12.0, 3.0]})
+    mean, std, text = tables.paper_layout(frame, "value", mark_best=False)
+    assert text.loc["fedavg", ("d", "t=1")] == "never"
+    assert text.loc["focal", ("d", "t=1")] == "3.00 ± 0.00"  # no bold: lower is better here
+    paper = pd.DataFrame({"method": ["fedavg", "pkd", "focal"], "dataset": ["d"] * 3, "setting": ["t=1"] * 3,
+                          "value": [math.inf, math.inf, 2.0], "std": [math.nan] * 3})
+    table = tables.side_by_side(tables.compare_with_paper(mean, std, paper))
+    assert list(table[("d", "t=1")]) == ["never / never", "12.00 / never", "3.00 / 2.00 (+1.00)"]
+
+
+def test_setting_into_method_splits_one_method_by_its_hyperparameter():
+    paper = pd.DataFrame({"method": ["fedprox", "fedprox", "pkd"], "dataset": ["d"] * 3,
+                          "setting": ["partition=x;mu=0.001;metric=min", "partition=x;mu=0.002;metric=min",
+                                      "partition=x;metric=min"], "value": [1.0, 2.0, 3.0], "std": [math.nan] * 3})
+    split = tables.setting_into_method(paper, "mu")
+    assert list(split["method"]) == ["fedprox (mu 0.001)", "fedprox (mu 0.002)", "pkd"]
+    assert set(split["setting"]) == {"partition=x;metric=min"}
+    assert list(paper["method"]) == ["fedprox", "fedprox", "pkd"]  # the input is left as it was
+    with pytest.raises(FedlibError, match="lacks"):
+        tables.setting_into_method(pd.DataFrame({"value": [1.0]}), "mu")
