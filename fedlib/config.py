@@ -46,6 +46,8 @@ class RunConfig:
     min_client_size: int = 10
     max_train_samples: int | None = None  # stratified subset for reduced-scale profiles
     max_test_samples: int | None = None
+    # loader options (fedlib.data.load_dataset), e.g. {"digits_only": True} for FEMNIST, {"image_size": 64}
+    dataset_options: dict = field(default_factory=dict)
     augmentation: str = "auto"  # a preset from fedlib.augment, or "auto" for the dataset default
     # model and method
     model: str = "lenet5"
@@ -74,6 +76,7 @@ class RunConfig:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "method_args", dict(self.method_args or {}))
+        object.__setattr__(self, "dataset_options", dict(sorted((self.dataset_options or {}).items())))
         validate(self)
 
     # ----------------------------------------------------------------- identity
@@ -85,8 +88,11 @@ class RunConfig:
         one run, and a changed default is a new run rather than a stale store hit.
         """
         values = {k: v for k, v in self.to_dict().items() if k not in LOCATION_FIELDS}
-        if values["precision"] == "fp32":  # the default stays out: hashes from before the field hold
+        # defaults of fields added later stay out, so hashes from before those fields hold
+        if values["precision"] == "fp32":
             del values["precision"]
+        if not values["dataset_options"]:
+            del values["dataset_options"]
         values["method_args"] = dict(sorted(self.resolved_method_args().items()))
         values["results_version"] = RESULTS_VERSION
         return values
@@ -154,6 +160,7 @@ def _check_names(cfg: RunConfig) -> None:
     if cfg.partition not in partition.PARTITIONS:
         raise one_of("partition", cfg.partition, partition.PARTITIONS)
     algorithms.check_method(cfg.method, cfg.method_args)
+    data.check_dataset_options(cfg.dataset, cfg.dataset_options)
     if cfg.augmentation != "auto":
         from fedlib import augment
 

@@ -263,6 +263,11 @@ _EXTRA_OPTIONS = {
 }
 
 
+def check_dataset_options(name: str, options: dict) -> None:
+    """Raise a one-line FedlibError for a loader option ``name`` does not take (or a bad image_size)."""
+    _resolve_options(name, options)
+
+
 def _resolve_options(name: str, options: dict) -> dict:
     """Defaults filled in; an unknown option is an error, never silently ignored."""
     if name == "synthetic":

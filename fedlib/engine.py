@@ -65,9 +65,10 @@ _DATASET_CACHE: dict[tuple, Dataset] = {}
 
 def load_run_dataset(cfg: RunConfig) -> Dataset:
     """The config's dataset (reduced to max_train/max_test samples), cached in this process."""
-    key = (cfg.dataset, cfg.data_dir, cfg.download, cfg.max_train_samples, cfg.max_test_samples, cfg.seed)
+    key = (cfg.dataset, tuple(cfg.dataset_options.items()), cfg.data_dir, cfg.download,
+           cfg.max_train_samples, cfg.max_test_samples, cfg.seed)
     if key not in _DATASET_CACHE:
-        dataset = load_dataset(cfg.dataset, data_dir=cfg.data_dir, download=cfg.download)
+        dataset = load_dataset(cfg.dataset, data_dir=cfg.data_dir, download=cfg.download, **cfg.dataset_options)
         if cfg.max_train_samples or cfg.max_test_samples:
             dataset = dataset.subset(cfg.max_train_samples, cfg.max_test_samples, seed=cfg.seed)
         _DATASET_CACHE[key] = dataset

@@ -88,3 +88,17 @@ def test_registry_and_composition():
 def test_explicit_defaults_and_omitted_arguments_hash_alike():
     assert RunConfig(method="fedprox").hash() == RunConfig(method="fedprox", method_args={"mu": 0.01}).hash()
     assert RunConfig(method="fedprox").hash() != RunConfig(method="fedprox", method_args={"mu": 0.1}).hash()
+
+
+def test_dataset_options_reach_the_loader_and_enter_the_hash_only_when_given():
+    from fedlib.engine import load_run_dataset
+
+    plain = RunConfig(dataset="digits", model="mlp")
+    assert "dataset_options" not in plain.hashed_fields(), "stored runs keep their hashes"
+    larger = plain.replace(dataset_options={"image_size": 16})
+    assert larger.hash() != plain.hash()
+    assert load_run_dataset(larger).image_shape == (1, 16, 16)
+    assert load_run_dataset(plain).image_shape == (1, 8, 8)
+    assert RunConfig.from_dict(larger.to_dict()) == larger
+    with pytest.raises(FedlibError, match="digits_only"):
+        RunConfig(dataset="digits", dataset_options={"digits_only": True})
