@@ -25,7 +25,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from fedlib import __version__, store
-from fedlib.algorithms import build_algorithm
+from fedlib.algorithms import build_algorithm, method_class
 from fedlib.algorithms.base import Algorithm, ClientContext, ClientUpdate
 from fedlib.augment import AugmentSpec, augment_spec, default_augmentation, prepare_batch
 from fedlib.config import RunConfig
@@ -310,11 +310,23 @@ class RunResult:
         return checkpoint["model"]
 
     def load_model(self, device: str = "cpu") -> nn.Module:
-        """The final global model, ready for analysis."""
-        dataset = load_run_dataset(self.config)
-        model = build_run_model(self.config, dataset)
-        model.load_state_dict(self.global_state())
-        return model.to(device).eval()
+        """The final global model, ready for analysis: the network the run evaluated.
+
+        For a method that predicts with something other than ``server.model`` (FedConcat's
+        concatenated encoders and head: its ``eval_model``), the server is rebuilt from the
+        checkpoint and that predictor is returned.
+        """
+        algorithm_class = method_class(self.config.method)
+        if getattr(algorithm_class, "eval_model", None) is None:
+            dataset = load_run_dataset(self.config)
+            model = build_run_model(self.config, dataset)
+            model.load_state_dict(self.global_state())
+            return model.to(device).eval()
+        server, algorithm = prepare(self.config.replace(device=device))
+        _restore(store.RunRecord(self.folder), server)
+        if server.round == 0:
+            raise FedlibError(f"no checkpoint stored for run {self.config.hash()} in {self.folder}")
+        return algorithm.eval_model(server).eval()
 
 
 def prepare(cfg: RunConfig) -> tuple[ServerState, Algorithm]:

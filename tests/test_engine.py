@@ -168,3 +168,13 @@ def test_rounds_log_the_local_work_the_clients_did():
     assert metrics["local_steps"] == counting.steps > 0
     # adding the metric leaves the config, and so the stored runs' hashes, as they were
     assert "local_samples" not in cfg.hashed_fields()
+
+
+@pytest.mark.parametrize("method, args", [("fedavg", {}), ("fedconcat", {"clusters": 2, "encoder_rounds": 1})])
+def test_load_model_is_the_predictor_the_run_evaluated(tmp_path, method, args):
+    cfg = tiny_config(method=method, method_args=args, rounds=2)
+    result = engine.run(cfg, results_dir=tmp_path, progress=False)
+    stored = engine.run(cfg, results_dir=tmp_path, progress=False)  # from the store, no training
+    model = stored.load_model("cpu")
+    server, _ = engine.prepare(cfg)
+    assert engine.evaluate(model, server.data)["accuracy"] == pytest.approx(result.final_accuracy, abs=1e-6)
