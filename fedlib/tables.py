@@ -29,7 +29,7 @@ import pandas as pd
 
 from fedlib import experiments, store
 from fedlib.config import RunConfig
-from fedlib.engine import RunResult, run
+from fedlib.engine import RunResult, load_run_dataset, run
 from fedlib.errors import FedlibError, one_of
 
 PAPER_COLUMNS = ["paper", "table", "method", "dataset", "setting", "value", "std"]
@@ -198,6 +198,26 @@ def best_within_rounds(results: Sequence[RunResult], budgets: Sequence[int]) -> 
                          "dataset": result.config.dataset, "seed": result.config.seed, "round": budget,
                          "setting": f"{setting_label(result.config)};round={budget}",
                          "best_accuracy": 100 * float(within.max()) if len(within) else float("nan")})
+    return pd.DataFrame(rows)
+
+
+def group_accuracy_frame(results: Sequence[RunResult], key: str = "domain") -> pd.DataFrame:
+    """Accuracy (%) of each run's final global model on every group's test split (Office-Caltech-10's
+    domains), from the ``group_accuracy`` the engine logs, plus their mean as ``<key>=average``.
+
+    One row per run and group, with the setting ``partition=...;domain=<name>`` of
+    ``fedlib/paper_results``. Data without named groups count as one group, ``all``, read
+    from the overall accuracy.
+    """
+    rows = []
+    for result in results:
+        cfg, last = result.config, [r for r in result.rounds if "accuracy" in r][-1]
+        names = load_run_dataset(cfg).group_names if "group_accuracy" in last else None
+        values = dict(zip(names, last["group_accuracy"])) if names else {"all": last["accuracy"]}
+        values["average"] = float(np.mean(list(values.values())))
+        rows += [{"hash": cfg.hash(), "label": cfg.method, "dataset": cfg.dataset, "seed": cfg.seed,
+                  "setting": f"{setting_label(cfg)};{key}={name}", "accuracy": 100 * value}
+                 for name, value in values.items()]
     return pd.DataFrame(rows)
 
 

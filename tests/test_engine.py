@@ -178,3 +178,19 @@ def test_load_model_is_the_predictor_the_run_evaluated(tmp_path, method, args):
     model = stored.load_model("cpu")
     server, _ = engine.prepare(cfg)
     assert engine.evaluate(model, server.data)["accuracy"] == pytest.approx(result.final_accuracy, abs=1e-6)
+
+
+def test_evaluate_reports_each_domain_when_the_data_have_few():
+    import dataclasses
+
+    server, _ = engine.prepare(tiny_config())
+    dataset = server.data.dataset
+    assert "group_accuracy" not in engine.evaluate(server.model, server.data), "no groups, no entry"
+    domains = torch.arange(len(dataset.test_y)) % 3  # three interleaved "domains"
+    server.data.dataset = dataclasses.replace(dataset, test_groups=domains.numpy(), group_names=["a", "b", "c"])
+    metrics = engine.evaluate(server.model, server.data)
+    with torch.no_grad():
+        hits = (server.model(server.data.normalise(server.data.test_x)).argmax(1) == server.data.test_y).float()
+    expected = [float(hits[domains == d].mean()) for d in range(3)]
+    assert metrics["group_accuracy"] == pytest.approx(expected)
+    assert len(set(round(v, 6) for v in expected)) > 1 or expected[0] not in (0.0, 1.0), "a test that can tell groups apart"

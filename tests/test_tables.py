@@ -280,3 +280,19 @@ def test_setting_into_method_splits_one_method_by_its_hyperparameter():
     assert list(paper["method"]) == ["fedprox", "fedprox", "pkd"]  # the input is left as it was
     with pytest.raises(FedlibError, match="lacks"):
         tables.setting_into_method(pd.DataFrame({"value": [1.0]}), "mu")
+
+
+def test_group_accuracy_frame_reads_each_domain_and_their_mean(monkeypatch):
+    from types import SimpleNamespace
+
+    monkeypatch.setattr(tables, "load_run_dataset", lambda cfg: SimpleNamespace(group_names=["amazon", "dslr"]))
+    result = fake_result(BASE, [0.2, 0.5])
+    result.rounds[-1]["group_accuracy"] = [0.25, 0.75]
+    frame = tables.group_accuracy_frame([result]).set_index("setting")["accuracy"]
+    assert frame.to_dict() == pytest.approx({"partition=dirichlet;beta=0.5;domain=amazon": 25.0,
+                                             "partition=dirichlet;beta=0.5;domain=dslr": 75.0,
+                                             "partition=dirichlet;beta=0.5;domain=average": 50.0})
+    plain = tables.group_accuracy_frame([fake_result(BASE, [0.2, 0.5])])  # no groups: one, 'all'
+    assert list(plain["setting"]) == ["partition=dirichlet;beta=0.5;domain=all",
+                                      "partition=dirichlet;beta=0.5;domain=average"]
+    assert list(plain["accuracy"]) == pytest.approx([50.0, 50.0])
