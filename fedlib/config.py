@@ -25,6 +25,7 @@ RESULTS_VERSION = 1
 # layout agree with the reference to float tolerance (not bitwise), so they share its stored results.
 LOCATION_FIELDS = ("device", "data_dir", "results_dir", "download", "backend", "channels_last")
 PRECISIONS = ("fp32", "bf16")
+BACKENDS = ("sequential", "threads", "stacked", "auto")
 
 
 @dataclass(frozen=True)
@@ -69,7 +70,7 @@ class RunConfig:
     data_dir: str | None = None
     results_dir: str | None = None
     download: bool = False
-    backend: str = "sequential"  # local training: sequential | stacked | auto (see fedlib.stacked)
+    backend: str = "sequential"  # local training: sequential | threads | stacked | auto (fedlib.threaded, .stacked)
     channels_last: bool = False  # image batches and conv weights in NHWC memory layout
     # numbers-defining: bf16 autocast of the local forward passes (fp32 master weights and losses)
     precision: str = "fp32"
@@ -186,8 +187,8 @@ def validate(cfg: RunConfig) -> None:
              f"device must be auto, cpu, cuda or cuda:N, got {cfg.device!r}")
     if cfg.precision not in PRECISIONS:
         raise one_of("precision", cfg.precision, PRECISIONS)
-    if cfg.backend not in ("sequential", "stacked", "auto"):
-        raise one_of("backend", cfg.backend, ("sequential", "stacked", "auto"))
+    if cfg.backend not in BACKENDS:
+        raise one_of("backend", cfg.backend, BACKENDS)
     for name in ("max_train_samples", "max_test_samples"):
         value = getattr(cfg, name)
         _require(value is None or value >= 1, f"{name} must be >= 1 or None, got {value}")

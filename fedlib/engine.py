@@ -13,6 +13,7 @@ Data stays on the run's device as uint8; batches are indexed, augmented and norm
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import time
@@ -65,7 +66,7 @@ _DATASET_CACHE: dict[tuple, Dataset] = {}
 
 def load_run_dataset(cfg: RunConfig) -> Dataset:
     """The config's dataset (reduced to max_train/max_test samples), cached in this process."""
-    key = (cfg.dataset, tuple(cfg.dataset_options.items()), cfg.data_dir, cfg.download,
+    key = (cfg.dataset, json.dumps(cfg.dataset_options, sort_keys=True), cfg.data_dir, cfg.download,
            cfg.max_train_samples, cfg.max_test_samples, cfg.seed)
     if key not in _DATASET_CACHE:
         dataset = load_dataset(cfg.dataset, data_dir=cfg.data_dir, download=cfg.download, **cfg.dataset_options)
@@ -226,26 +227,42 @@ def _group_accuracy(hits: Tensor, groups: Tensor, count: int) -> list[float]:
 def train_client(server: ServerState, algorithm: Algorithm, client_id: int, lr: float,
                  hooks: list = ()) -> ClientUpdate:
     """Train one client from the current global model; the sequential reference path."""
+    ctx, batches = client_setup(server, algorithm, client_id, lr)
+    model = server.local_model()
+    update = fit_client(server, algorithm, ctx, batches, model)
+    for hook in hooks:
+        _call(hook, "on_client_end", server, ctx, model, update)
+    return update
+
+
+def client_setup(server: ServerState, algorithm: Algorithm, client_id: int, lr: float
+                 ) -> tuple[ClientContext, Iterator[tuple[Tensor, Tensor]]]:
+    """A client's context (the method's ``client_context`` applied) and its batches, seeded by
+    (seed, round, client); the global RNG too, for dropout."""
     cfg = server.cfg
     seed = keyed_seed(cfg.seed, server.round, client_id)
-    torch.manual_seed(seed)  # dropout and any other global-RNG use
+    torch.manual_seed(seed)
     generator = torch.Generator(device=server.device).manual_seed(seed)
     client = server.data.client(client_id)
-    model = server.local_model()
     ctx = ClientContext(client_id=client_id, round=server.round, class_counts=client.class_counts,
                         num_samples=client.num_samples, data=client, lr=lr, autocast_dtype=server.autocast_dtype)
     algorithm.client_context(server, ctx)
-    optimizer = algorithm.make_optimizer(model, lr, cfg.momentum, cfg.weight_decay)
+    return ctx, client.train_batches(cfg.batch_size, cfg.local_epochs, generator)
+
+
+def fit_client(server: ServerState, algorithm: Algorithm, ctx: ClientContext,
+               batches: Iterator[tuple[Tensor, Tensor]], model: nn.Module) -> ClientUpdate:
+    """Local training of one client on ``model`` (holding the global state) and its upload."""
+    cfg = server.cfg
+    optimizer = algorithm.make_optimizer(model, ctx.lr, cfg.momentum, cfg.weight_decay)
     model.train()
     steps = 0
-    for x, y in client.train_batches(cfg.batch_size, cfg.local_epochs, generator):
+    for x, y in batches:
         algorithm.train_step(model, optimizer, x, y, ctx)
         steps += 1
-    update = ClientUpdate(client_id, {k: v.detach().clone() for k, v in model.state_dict().items()},
-                          client.num_samples, steps, metrics=dict(ctx.metrics))
+    update = ClientUpdate(ctx.client_id, {k: v.detach().clone() for k, v in model.state_dict().items()},
+                          ctx.num_samples, steps, metrics=dict(ctx.metrics))
     algorithm.client_upload(model, ctx, update)
-    for hook in hooks:
-        _call(hook, "on_client_end", server, ctx, model, update)
     return update
 
 
@@ -263,6 +280,24 @@ def local_work(updates: list[ClientUpdate], local_epochs: int) -> dict[str, int]
             "local_samples": local_epochs * sum(u.num_samples for u in updates)}
 
 
+def _train_clients(server: ServerState, algorithm: Algorithm, clients: list[int], lr: float,
+                   hooks: list) -> list[ClientUpdate]:
+    """The round's local training on the config's backend ("auto": threads on a CPU, stacked on
+    a GPU); the fast paths fall back to the sequential one inside."""
+    backend = server.cfg.backend
+    if backend == "auto":
+        backend = "threads" if server.device.type == "cpu" else "stacked"
+    if backend == "threads":
+        from fedlib import threaded
+
+        return threaded.train_round(server, algorithm, clients, lr, hooks)
+    if backend == "stacked":
+        from fedlib import stacked
+
+        return stacked.train_round(server, algorithm, clients, lr, hooks)
+    return [train_client(server, algorithm, k, lr, hooks) for k in clients]
+
+
 def run_round(server: ServerState, algorithm: Algorithm, hooks: list = ()) -> dict[str, Any]:
     """One communication round; returns the round's training-side metrics."""
     cfg = server.cfg
@@ -271,12 +306,7 @@ def run_round(server: ServerState, algorithm: Algorithm, hooks: list = ()) -> di
     for hook in hooks:
         _call(hook, "on_round_start", server, clients)
     lr = cfg.lr * cfg.lr_decay ** server.round
-    if cfg.backend == "sequential":
-        updates = [train_client(server, algorithm, k, lr, hooks) for k in clients]
-    else:  # all clients of the round at once (fedlib.stacked), sequential fallback inside
-        from fedlib import stacked
-
-        updates = stacked.train_round(server, algorithm, clients, lr, hooks)
+    updates = _train_clients(server, algorithm, clients, lr, hooks)
     server.model.load_state_dict(algorithm.aggregate(server, updates))
     algorithm.end_round(server, updates)
     metrics = {"round": server.round, "clients": clients, "lr": lr}

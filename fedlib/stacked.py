@@ -47,10 +47,9 @@ from torch.func import functional_call, vmap
 from torch.utils._pytree import tree_flatten, tree_map, tree_unflatten
 
 from fedlib.algorithms.base import Algorithm, ClientContext, ClientUpdate, Outputs, autocast
-from fedlib.engine import ServerState, keyed_seed, train_client
+from fedlib.engine import ServerState, client_setup, train_client
 from fedlib.errors import FedlibError
 
-BACKENDS = ("sequential", "stacked", "auto")
 # penalty hooks known to read only model.parameters() and ctx (checked by tests/test_stacked.py)
 PURE_PENALTIES = ("fedprox",)
 # share of the free memory the client stack may take (the rest: teachers, allocator slack)
@@ -352,17 +351,9 @@ def _has_batchnorm(model: nn.Module) -> bool:
 
 # ====================================================================== one round
 def _client_setup(server: ServerState, algorithm: Algorithm, client_id: int, lr: float):
-    """The client's context and batch iterator, seeded exactly as in the sequential path."""
-    cfg = server.cfg
-    seed = keyed_seed(cfg.seed, server.round, client_id)
-    torch.manual_seed(seed)
-    generator = torch.Generator(device=server.device).manual_seed(seed)
-    client = server.data.client(client_id)
-    ctx = ClientContext(client_id=client_id, round=server.round, class_counts=client.class_counts,
-                        num_samples=client.num_samples, data=client, lr=lr, autocast_dtype=server.autocast_dtype)
-    algorithm.client_context(server, ctx)
-    steps = client.steps_per_epoch(cfg.batch_size) * cfg.local_epochs
-    return ctx, client.train_batches(cfg.batch_size, cfg.local_epochs, generator), steps
+    """The client's context, batch iterator and step count, seeded exactly as in the sequential path."""
+    ctx, batches = client_setup(server, algorithm, client_id, lr)
+    return ctx, batches, ctx.data.steps_per_epoch(server.cfg.batch_size) * server.cfg.local_epochs
 
 
 def _tick(stack: ClientStack, iterators: list, active: int, first: bool) -> None:

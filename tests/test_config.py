@@ -99,6 +99,8 @@ def test_dataset_options_reach_the_loader_and_enter_the_hash_only_when_given():
     assert larger.hash() != plain.hash()
     assert load_run_dataset(larger).image_shape == (1, 16, 16)
     assert load_run_dataset(plain).image_shape == (1, 8, 8)
+    shaped = RunConfig(dataset="synthetic", model="mlp", dataset_options={"image_shape": [3, 12, 12]})
+    assert load_run_dataset(shaped).image_shape == (3, 12, 12), "list-valued options work too"
     assert RunConfig.from_dict(larger.to_dict()) == larger
     with pytest.raises(FedlibError, match="digits_only"):
         RunConfig(dataset="digits", dataset_options={"digits_only": True})
