@@ -41,7 +41,7 @@ WORKLOADS = {
               local_epochs=5, batch_size=50, model="lenet5", method="pkd", lr=0.01, momentum=0.9,
               method_args={"warmup_rounds": 0, "expert_rounds": 1}),
 }
-PATHS = ("naive", "sequential", "stacked")
+PATHS = ("naive", "sequential", "threads", "stacked")
 # suffixes a fedlib path may carry, e.g. "sequential+cl+bf16": the config fields they set
 PATH_OPTIONS = {"cl": {"channels_last": True}, "bf16": {"precision": "bf16"}}
 
@@ -59,11 +59,11 @@ def workload_config(name: str, fraction: float, device: str) -> RunConfig:
 def round_runner(cfg: RunConfig, path: str) -> tuple[engine.ServerState, Callable[[], None]]:
     """A prepared server and a function that runs its next round on ``path``.
 
-    ``path`` is naive, sequential or stacked, the last two optionally followed by ``+cl``
+    ``path`` is naive, sequential, threads or stacked, the fedlib ones optionally followed by ``+cl``
     (channels-last layout) and/or ``+bf16`` (bf16 autocast).
     """
     name, *options = path.split("+")
-    changes = {"backend": "stacked" if name == "stacked" else "sequential"}
+    changes = {"backend": "sequential" if name == "naive" else name}
     for option in options:
         changes.update(PATH_OPTIONS[option])
     server, algorithm = engine.prepare(cfg.replace(**changes))
