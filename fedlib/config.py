@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import os
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -70,7 +71,8 @@ class RunConfig:
     data_dir: str | None = None
     results_dir: str | None = None
     download: bool = False
-    backend: str = "sequential"  # local training: sequential | threads | stacked | auto (fedlib.threaded, .stacked)
+    # local training: sequential | threads | stacked | auto (fedlib.threaded, .stacked); default $FEDLIB_BACKEND
+    backend: str = field(default_factory=lambda: os.environ.get("FEDLIB_BACKEND", "sequential"))
     channels_last: bool = False  # image batches and conv weights in NHWC memory layout
     # numbers-defining: bf16 autocast of the local forward passes (fp32 master weights and losses)
     precision: str = "fp32"

@@ -104,3 +104,14 @@ def test_dataset_options_reach_the_loader_and_enter_the_hash_only_when_given():
     assert RunConfig.from_dict(larger.to_dict()) == larger
     with pytest.raises(FedlibError, match="digits_only"):
         RunConfig(dataset="digits", dataset_options={"digits_only": True})
+
+
+def test_backend_default_comes_from_the_environment(monkeypatch):
+    monkeypatch.setenv("FEDLIB_BACKEND", "threads")
+    assert RunConfig().backend == "threads"
+    assert RunConfig().hash() == RunConfig(backend="sequential").hash(), "where it runs, not what"
+    monkeypatch.setenv("FEDLIB_BACKEND", "gpu")
+    with pytest.raises(FedlibError, match="unknown backend 'gpu'"):
+        RunConfig()
+    monkeypatch.delenv("FEDLIB_BACKEND")
+    assert RunConfig().backend == "sequential"
