@@ -22,6 +22,10 @@ Runner options (passed through; default profile smoke):
   --data DIR                    dataset folder (default: $FEDLIB_DATA or the cache)
   --results DIR --figures DIR --tables DIR --out DIR --kernel NAME
   --list                        list notebooks and their profiles, run nothing
+  --plan                        the table notebooks' runs, how many are stored, estimated hours
+                                (one probe round per unmeasured dataset+model); run nothing.
+                                --profile paper prints this plan before it starts.
+Environment: FEDLIB_DATA (datasets), FEDLIB_BACKEND=auto|threads|stacked (faster local training).
 
 Exit status: the runner's (0 all ran, 1 a notebook failed, 2 bad options).
 USAGE

@@ -158,27 +158,25 @@ def run_notebooks(
     tables_dir: str | os.PathLike | None = None,
     kernel: str | None = None,
     log_output: bool = True,
+    show_plan: bool = False,
 ) -> list[NotebookRun]:
     """Execute the selected notebooks in ``profile``; never stops at a failing notebook.
 
     Folders default to the repository layout beside ``notebooks_dir``: ``profiles/``,
-    ``results/``, ``figures/``, ``tables/`` and ``output/<profile>/``. Raises
+    ``results/``, ``figures/``, ``tables/`` and ``output/<profile>/``. With ``show_plan`` the
+    plan of the table notebooks (:mod:`fedlib.plan`) is printed first. Raises
     :class:`FedlibError` for bad options (unknown profile or kernel, pattern matching nothing).
     """
-    notebooks_dir = Path(notebooks_dir or REPO_ROOT / "notebooks").resolve()
-    root = notebooks_dir.parent
-    profiles_dir = Path(profiles_dir or root / "profiles")
-    notebooks = find_notebooks(notebooks_dir, only)
-    profiles = {nb.stem: load_profiles(profiles_dir, nb.stem) for nb in notebooks}
-    _check_profile(profile, profiles)
+    notebooks, profiles, overrides, root = _selection(profile, only, notebooks_dir, profiles_dir, device,
+                                                      data_dir, results_dir, figures_dir, tables_dir)
     kernel = kernel or default_kernel()
     _check_kernel(kernel)
     out_dir = Path(out_dir or root / "output" / profile)
     out_dir.mkdir(parents=True, exist_ok=True)
-    overrides = build_overrides(
-        profile, device, data_dir,
-        results_dir or root / "results", figures_dir or root / "figures", tables_dir or root / "tables",
-    )
+    if show_plan:
+        from fedlib.plan import format_plan
+
+        print(format_plan(_plan(notebooks, profiles, overrides), profile, device), flush=True)
     runs = []
     for notebook in notebooks:
         entry = profiles[notebook.stem].get(profile)
@@ -188,6 +186,42 @@ def run_notebooks(
             for folder, kind in ((overrides["figures_dir"], "figure"), (overrides["tables_dir"], "table")):
                 index_outputs(Path(folder), kind, notebook.stem, profile, started)
     return runs
+
+
+def plan_notebooks(profile: str = "paper", only: str | None = None, *, probe: bool = True,
+                   notebooks_dir: str | os.PathLike | None = None, profiles_dir: str | os.PathLike | None = None,
+                   device: str = "auto", data_dir: str | os.PathLike | None = None,
+                   results_dir: str | os.PathLike | None = None) -> "pd.DataFrame":
+    """The plan of the selected table notebooks in ``profile``, running nothing but probe rounds."""
+    notebooks, profiles, overrides, _ = _selection(profile, only, notebooks_dir, profiles_dir, device,
+                                                   data_dir, results_dir, None, None)
+    return _plan(notebooks, profiles, overrides, probe)
+
+
+def _plan(notebooks: list[Path], profiles: dict, overrides: dict, probe: bool = True) -> "pd.DataFrame":
+    from fedlib.plan import declared_configs, plan_frame  # torch: only when a plan is asked for
+
+    grids = {}
+    with _fedlib_importable():
+        for notebook in notebooks:
+            parameters = {**(profiles[notebook.stem].get(overrides["profile"]) or {}), **overrides}
+            grids[notebook.stem] = declared_configs(notebook, parameters)
+    return plan_frame(grids, overrides["results_dir"], probe)
+
+
+def _selection(profile, only, notebooks_dir, profiles_dir, device, data_dir, results_dir, figures_dir,
+               tables_dir) -> tuple[list[Path], dict, dict, Path]:
+    """The notebooks, their profiles and the parameters the runner sets, options checked."""
+    notebooks_dir = Path(notebooks_dir or REPO_ROOT / "notebooks").resolve()
+    root = notebooks_dir.parent
+    notebooks = find_notebooks(notebooks_dir, only)
+    profiles = {nb.stem: load_profiles(Path(profiles_dir or root / "profiles"), nb.stem) for nb in notebooks}
+    _check_profile(profile, profiles)
+    overrides = build_overrides(
+        profile, device, data_dir,
+        results_dir or root / "results", figures_dir or root / "figures", tables_dir or root / "tables",
+    )
+    return notebooks, profiles, overrides, root
 
 
 def index_outputs(folder: Path, kind: str, stem: str, profile: str, since: float) -> None:
@@ -367,6 +401,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--out", help="where executed notebooks go; default output/<profile>/")
     parser.add_argument("--kernel", help="Jupyter kernel; default 'fedlib' if registered, else 'python3'")
     parser.add_argument("--list", action="store_true", help="list notebooks and their profiles, run nothing")
+    parser.add_argument("--plan", action="store_true",
+                        help="print the table notebooks' plan (runs, stored, estimated hours) and stop; "
+                             "always printed first for --profile paper")
     parser.add_argument("--notebooks-dir", help="notebook folder; default notebooks/ of this checkout")
     parser.add_argument("--profiles-dir", help="profile yaml folder; default profiles/ beside the notebooks")
     return parser
@@ -382,10 +419,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.list:
             print(format_listing(notebooks_dir, profiles_dir, args.only))
             return 0
+        if args.plan:
+            frame = plan_notebooks(args.profile, args.only, notebooks_dir=notebooks_dir, profiles_dir=profiles_dir,
+                                   device=args.device, data_dir=args.data, results_dir=args.results)
+            from fedlib.plan import format_plan
+
+            print(format_plan(frame, args.profile, args.device))
+            return 0
         runs = run_notebooks(
             args.profile, args.only, notebooks_dir=notebooks_dir, profiles_dir=profiles_dir,
             out_dir=args.out, device=args.device, data_dir=args.data, results_dir=args.results,
             figures_dir=args.figures, tables_dir=args.tables, kernel=args.kernel,
+            show_plan=args.profile == "paper",
         )
     except FedlibError as error:
         print(f"error: {error}", file=sys.stderr)

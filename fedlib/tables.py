@@ -70,7 +70,17 @@ _TRAIN_SIZE = {"mnist": 60000, "fashion_mnist": 60000, "cifar10": 50000, "cifar1
 
 def describe_plan(configs: Sequence[RunConfig], results_dir: str | os.PathLike | None = None,
                   probe: bool = True) -> dict:
-    """Print and return the plan: runs, how many are stored, and the hours still to compute.
+    """Print and return the plan (:func:`estimate_plan`): runs, stored, to run, estimated hours."""
+    plan = estimate_plan(configs, results_dir, probe)
+    print(f"plan: {plan['runs']} runs, {plan['stored']} stored, {plan['to_run']} to run; "
+          f"estimated {plan['hours']:.2f} h on this device ({plan['measured']} measured group(s), "
+          f"{plan['probes']} probe round(s))")
+    return plan
+
+
+def estimate_plan(configs: Sequence[RunConfig], results_dir: str | os.PathLike | None = None,
+                  probe: bool = True) -> dict:
+    """The plan: runs, how many are stored, and the hours still to compute.
 
     Time per round is measured, then scaled by each config's work per round (clients sampled x
     local epochs x training images): from this grid's stored runs of the same (dataset, model,
@@ -89,10 +99,8 @@ def describe_plan(configs: Sequence[RunConfig], results_dir: str | os.PathLike |
     fallback = float(np.mean(list(rates.values()))) if rates else float("nan")
     seconds = sum(c.rounds * _work_per_round(c) * (_rate_for(c, rates) or fallback) for c in missing)
     hours = seconds / 3600 if missing else 0.0
-    print(f"plan: {counts['runs']} runs, {counts['stored']} stored, {counts['to_run']} to run; "
-          f"estimated {hours:.2f} h on this device ({len(rates) - probes} measured group(s), "
-          f"{probes} probe round(s))")
-    return {**counts, "hours": hours, "seconds_per_work": rates}
+    return {**counts, "hours": hours, "seconds_per_work": rates, "measured": len(rates) - probes,
+            "probes": probes}
 
 
 def seconds_per_work(configs: Iterable[RunConfig], results_dir: str | os.PathLike | None = None
