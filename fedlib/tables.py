@@ -94,7 +94,7 @@ def estimate_plan(configs: Sequence[RunConfig], results_dir: str | os.PathLike |
     probes = 0
     for cfg in missing:
         if probe and not _rate_for(cfg, rates):
-            rates[_cost_key(cfg)] = probe_seconds_per_round(cfg, results_dir) / _work_per_round(cfg)
+            rates[_cost_key(cfg)] = probe_seconds_per_image(cfg, results_dir)
             probes += 1
     fallback = float(np.mean(list(rates.values()))) if rates else float("nan")
     seconds = sum(c.rounds * _work_per_round(c) * (_rate_for(c, rates) or fallback) for c in missing)
@@ -116,6 +116,24 @@ def seconds_per_work(configs: Iterable[RunConfig], results_dir: str | os.PathLik
             per_round = summary["train_seconds"] / summary["rounds_run"]
             samples.setdefault(_cost_key(cfg), []).append(per_round / _work_per_round(cfg))
     return {key: float(np.mean(values)) for key, values in samples.items()}
+
+
+# A probe round trains one local epoch on at most this many images (more for many clients).
+PROBE_IMAGES = 5000
+
+
+def probe_seconds_per_image(cfg: RunConfig, results_dir: str | os.PathLike | None = None) -> float:
+    """Seconds per training image of ``cfg``'s (dataset, model, method), from one small round:
+    one local epoch, and a stratified subset of the training set when it is large (NaN if the
+    probe cannot run, e.g. data missing)."""
+    probe = cfg.replace(rounds=1, local_epochs=1)
+    images = cfg.max_train_samples or _TRAIN_SIZE.get(cfg.dataset, 50000)
+    if images > max(PROBE_IMAGES, 20 * cfg.clients) and cfg.partition != "natural":
+        probe = probe.replace(max_train_samples=max(PROBE_IMAGES, 20 * cfg.clients), min_client_size=0)
+    try:
+        return probe_seconds_per_round(probe, results_dir) / _work_per_round(probe)
+    except FedlibError:
+        return float("nan")
 
 
 def probe_seconds_per_round(cfg: RunConfig, results_dir: str | os.PathLike | None = None) -> float:

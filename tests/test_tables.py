@@ -296,3 +296,19 @@ def test_group_accuracy_frame_reads_each_domain_and_their_mean(monkeypatch):
     assert list(plain["setting"]) == ["partition=dirichlet;beta=0.5;domain=all",
                                       "partition=dirichlet;beta=0.5;domain=average"]
     assert list(plain["accuracy"]) == pytest.approx([50.0, 50.0])
+
+
+def test_a_probe_of_a_large_config_is_one_epoch_on_a_subset(tmp_path, monkeypatch):
+    probed = []
+
+    def fake_run(cfg, use_store, progress, results_dir):
+        probed.append(cfg)
+        return fake_result(cfg, [0.5])  # 8 s for its round
+
+    monkeypatch.setattr(tables, "run", fake_run)
+    big = RunConfig(dataset="cifar10", model="cnn2", clients=10, rounds=100, local_epochs=10, device="cpu")
+    plan = tables.estimate_plan([big], tmp_path)
+    [probe] = probed
+    assert (probe.rounds, probe.local_epochs, probe.max_train_samples) == (1, 1, tables.PROBE_IMAGES)
+    per_image = 8.0 / tables.PROBE_IMAGES
+    assert plan["hours"] == pytest.approx(100 * 10 * 50000 * per_image / 3600)
