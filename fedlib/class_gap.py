@@ -129,10 +129,8 @@ def track_class_statistics(cfg: RunConfig, results_dir: str | os.PathLike | None
         records = store.read_json(path)
     else:
         tracker = ClassStatisticsTracker()
-        # a fresh run also fills the store (its final model is then reusable); a stored or
-        # half-done one would resume past the rounds the tracker must see, so it runs apart
-        fresh = not (store.run_dir(cfg, results_dir) / "checkpoint.pt").exists()
-        run(cfg, hooks=[tracker], use_store=fresh, results_dir=results_dir, progress=progress)
+        # a new config also fills the store; a stored one is recomputed beside it (engine.run)
+        run(cfg, hooks=[tracker], results_dir=results_dir, progress=progress)
         records = tracker.records
         path.parent.mkdir(parents=True, exist_ok=True)
         store.write_atomic(path, json.dumps(records).encode())

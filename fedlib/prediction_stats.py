@@ -104,19 +104,17 @@ def prediction_history(cfg: RunConfig, results_dir: str | os.PathLike | None = N
                        progress: bool = True) -> PredictionHistory:
     """The per-round histograms of ``cfg``: from the store when recorded, else by running it.
 
-    A fresh run is saved to the store with the histograms in its ``rounds.jsonl`` (the hook
+    A new config is saved to the store with the histograms in its ``rounds.jsonl`` (the hook
     does not change the numbers, so the record serves every other notebook too). A run stored
-    earlier without them (or half finished) is recomputed and not written back, so the stored
-    record is never mixed with rounds of another computation.
+    earlier without them is recomputed beside the store (``engine.run``'s rule for hooks), so
+    the stored record is never mixed with rounds of another computation.
     """
     from fedlib.engine import run  # imported here: engine imports many modules
 
     record = store.RunRecord(store.run_dir(cfg, results_dir))
     if record.complete and _has_histograms(rounds := record.read_rounds()):
         return history_from_rounds(cfg, rounds, record.read_summary()["class_names"])
-    fresh = not record.complete and record.read_checkpoint() is None
-    result = run(cfg, hooks=[PredictionRecorder()], use_store=fresh, results_dir=results_dir,
-                 progress=progress)
+    result = run(cfg, hooks=[PredictionRecorder()], results_dir=results_dir, progress=progress)
     return history_from_rounds(cfg, result.rounds, result.class_names)
 
 
