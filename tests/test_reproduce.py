@@ -180,3 +180,19 @@ def test_index_outputs_records_fresh_files_only(tmp_path):
     assert entry["notebook"] == "notebooks/pkd_table1_4_class_accuracy.ipynb" and entry["profile"] == "quick"
     readme = (tmp_path / "README.md").read_text()
     assert "pkd_table1_vs_paper.csv" in readme and "pkd_table9_old" not in readme and "fedlmd" not in readme
+
+
+def test_index_outputs_leaves_files_named_after_another_notebook(tmp_path):
+    import json
+    import time
+
+    from fedlib.reproduce import index_outputs
+
+    since = time.time()
+    (tmp_path / "fedcsd_fig1_drift.csv").write_bytes(b"x")  # fig1's, written while fig7 ran beside it
+    (tmp_path / "fedcsd_fig7_tsne.csv").write_bytes(b"x")
+    (tmp_path / "fedcsd_fig7_extra.csv").write_bytes(b"x")  # no notebook of that name: the family rule
+    stems = ["fedcsd_fig1_drift", "fedcsd_fig7_tsne"]
+    index_outputs(tmp_path, "table", "fedcsd_fig7_tsne", "quick", since, stems)
+    index = json.loads((tmp_path / "index.json").read_text())
+    assert set(index) == {"fedcsd_fig7_tsne.csv", "fedcsd_fig7_extra.csv"}
