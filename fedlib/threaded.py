@@ -58,9 +58,11 @@ def train_round(server: ServerState, algorithm: Algorithm, clients: list[int], l
             warn_fallback(server.cfg.method, f"the teacher {shared!r} updates BatchNorm statistics")
         return [fit_client(server, algorithm, ctx, batches, server.local_model()) for ctx, batches in setups]
     models = _ModelPerThread(server)
+    # largest clients first: the pool then ends the round with small jobs, not one long one
+    order = sorted(range(len(setups)), key=lambda i: -setups[i][0].num_samples)
     with _one_intra_op_thread(), ThreadPoolExecutor(max_workers=workers) as pool:
-        futures = [pool.submit(lambda s=setup: fit_client(server, algorithm, *s, models.get())) for setup in setups]
-        return [future.result() for future in futures]
+        futures = {i: pool.submit(lambda s=setups[i]: fit_client(server, algorithm, *s, models.get())) for i in order}
+        return [futures[i].result() for i in range(len(setups))]
 
 
 def _train_mode_batchnorm_teacher(ctxs: list) -> str | None:
