@@ -13,11 +13,8 @@ from fedlib.errors import FedlibError
 
 
 @pytest.fixture(autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+def one_thread(torch_threads):
+    torch_threads(1)
 
 
 def tiny_config(**changes) -> RunConfig:

@@ -19,12 +19,9 @@ PKD_ARGS = {"warmup_rounds": 0, "expert_rounds": 1, "groups": [[0, 1], [2, 3, 4]
 
 
 @pytest.fixture(autouse=True)
-def one_thread():
+def one_thread(torch_threads):
     """One intra-op thread: these tiny models only lose time to thread hand-offs on a busy CPU."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+    torch_threads(1)
 
 
 def tiny_config(**changes) -> RunConfig:

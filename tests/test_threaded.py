@@ -17,11 +17,8 @@ PKD_ARGS = {"warmup_rounds": 0, "expert_rounds": 1, "groups": [[0, 1], [2, 3, 4]
 
 
 @pytest.fixture(autouse=True)
-def two_threads():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(2)  # two workers even on a one-core machine
-    yield
-    torch.set_num_threads(threads)
+def two_threads(torch_threads):
+    torch_threads(2)  # two workers even on a one-core machine
 
 
 def tiny_config(**changes) -> RunConfig:
