@@ -46,7 +46,8 @@ def _add_run_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--eval-every", type=int, default=1)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--device", default="auto", help="cpu, cuda, cuda:N or auto")
-    p.add_argument("--backend", default="sequential", help="local training: sequential, stacked or auto")
+    p.add_argument("--backend", default=None,
+                   help="local training: sequential, threads, stacked or auto (default: $FEDLIB_BACKEND or sequential)")
     p.add_argument("--precision", default="fp32", help="fp32, or bf16 autocast of the local forward passes")
     p.add_argument("--channels-last", action="store_true", help="NHWC memory layout for images and convs")
     p.add_argument("--data", default=None, help="dataset folder (default: $FEDLIB_DATA)")
@@ -96,8 +97,8 @@ def config_from_args(ns: argparse.Namespace):
         method_args=method_args, model=ns.model, rounds=ns.rounds, local_epochs=ns.local_epochs,
         batch_size=ns.batch_size, lr=ns.lr, lr_decay=ns.lr_decay, momentum=ns.momentum,
         weight_decay=ns.weight_decay, eval_every=ns.eval_every, seed=ns.seed, device=ns.device,
-        data_dir=ns.data, results_dir=ns.results, download=ns.download, backend=ns.backend,
-        precision=ns.precision, channels_last=ns.channels_last)
+        data_dir=ns.data, results_dir=ns.results, download=ns.download,
+        precision=ns.precision, channels_last=ns.channels_last, **({"backend": ns.backend} if ns.backend else {}))
 
 
 def result_json(result) -> dict[str, Any]:

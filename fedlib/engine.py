@@ -364,8 +364,7 @@ class RunResult:
         concatenated encoders and head: its ``eval_model``), the server is rebuilt from the
         checkpoint and that predictor is returned.
         """
-        algorithm_class = method_class(self.config.method)
-        if getattr(algorithm_class, "eval_model", None) is None:
+        if not hasattr(method_class(self.config.method), "eval_model"):
             dataset = load_run_dataset(self.config)
             model = build_run_model(self.config, dataset)
             model.load_state_dict(self.global_state())
@@ -374,7 +373,7 @@ class RunResult:
         _restore(store.RunRecord(self.folder), server)
         if server.round == 0:
             raise FedlibError(f"no checkpoint stored for run {self.config.hash()} in {self.folder}")
-        return algorithm.eval_model(server).eval()
+        return predictor(algorithm, server).eval()
 
 
 def prepare(cfg: RunConfig) -> tuple[ServerState, Algorithm]:
@@ -398,8 +397,14 @@ def prepare(cfg: RunConfig) -> tuple[ServerState, Algorithm]:
     return server, algorithm
 
 
+def predictor(algorithm: Algorithm, server: ServerState) -> nn.Module:
+    """The network a run evaluates: the method's ``eval_model`` where it has one (FedEXP's averaged
+    model, FedConcat's concatenated encoders), else the global model."""
+    return algorithm.eval_model(server) if hasattr(algorithm, "eval_model") else server.model
+
+
 def _evaluate_round(server: ServerState, algorithm: Algorithm, metrics: dict) -> None:
-    model = getattr(algorithm, "eval_model", lambda s: s.model)(server)
+    model = predictor(algorithm, server)
     metrics.update(evaluate(model, server.data))
 
 

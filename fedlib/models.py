@@ -92,6 +92,16 @@ class FedModel(nn.Module):
         return logits
 
 
+def has_dropout(model: nn.Module) -> bool:
+    """Whether ``model`` holds a dropout layer (its training draws from the global RNG)."""
+    return any(isinstance(m, nn.modules.dropout._DropoutNd) for m in model.modules())
+
+
+def has_batchnorm(model: nn.Module) -> bool:
+    """Whether ``model`` holds a BatchNorm layer (its training updates running statistics)."""
+    return any(isinstance(m, nn.modules.batchnorm._BatchNorm) for m in model.modules())
+
+
 def count_parameters(model: nn.Module, trainable_only: bool = False) -> int:
     """Number of parameter entries (BatchNorm buffers are not parameters and are not counted)."""
     return sum(p.numel() for p in model.parameters() if p.requires_grad or not trainable_only)

@@ -49,6 +49,7 @@ from torch.utils._pytree import tree_flatten, tree_map, tree_unflatten
 from fedlib.algorithms.base import Algorithm, ClientContext, ClientUpdate, Outputs, autocast
 from fedlib.engine import ServerState, client_setup, train_client
 from fedlib.errors import FedlibError
+from fedlib.models import has_batchnorm, has_dropout
 
 # penalty hooks known to read only model.parameters() and ctx (checked by tests/test_stacked.py)
 PURE_PENALTIES = ("fedprox",)
@@ -264,7 +265,7 @@ class ClientStack:
         for key in ctxs[0].tensors:
             self.tensors[key] = torch.stack([c.tensors[key] for c in ctxs])
         self.state = state
-        self.randomness = "different" if _has_dropout(self.model) else "error"
+        self.randomness = "different" if has_dropout(self.model) else "error"
 
     def step(self, selection: slice | Tensor, x: Tensor, y: Tensor, first: bool) -> None:
         """One local step of the selected clients on their batches x (m, B, ...), y (m, B)."""
@@ -315,7 +316,7 @@ class ClientStack:
     @staticmethod
     def _run_teacher(teacher: nn.Module, x: Tensor) -> tuple[Tensor, Tensor]:
         """Features and logits of one teacher on x (m, B, ...): per client for train-mode BatchNorm."""
-        if teacher.training and _has_batchnorm(teacher):
+        if teacher.training and has_batchnorm(teacher):
             pairs = [teacher(xk, return_features=True) for xk in x]
             return torch.stack([f for f, _ in pairs]), torch.stack([l for _, l in pairs])
         features, logits = teacher(x.flatten(0, 1), return_features=True)
@@ -339,14 +340,6 @@ class ClientStack:
 
 def _repeat(value: Tensor, count: int) -> Tensor:
     return value.detach().unsqueeze(0).repeat(count, *[1] * value.dim()).clone()
-
-
-def _has_dropout(model: nn.Module) -> bool:
-    return any(isinstance(m, nn.modules.dropout._DropoutNd) for m in model.modules())
-
-
-def _has_batchnorm(model: nn.Module) -> bool:
-    return any(isinstance(m, nn.modules.batchnorm._BatchNorm) for m in model.modules())
 
 
 # ====================================================================== one round

@@ -127,8 +127,7 @@ def probe_seconds_per_image(cfg: RunConfig, results_dir: str | os.PathLike | Non
     one local epoch, and a stratified subset of the training set when it is large (NaN if the
     probe cannot run, e.g. data missing)."""
     probe = cfg.replace(rounds=1, local_epochs=1)
-    images = cfg.max_train_samples or _TRAIN_SIZE.get(cfg.dataset, 50000)
-    if images > max(PROBE_IMAGES, 20 * cfg.clients) and cfg.partition != "natural":
+    if _train_images(cfg) > max(PROBE_IMAGES, 20 * cfg.clients) and cfg.partition != "natural":
         probe = probe.replace(max_train_samples=max(PROBE_IMAGES, 20 * cfg.clients), min_client_size=0)
     try:
         return probe_seconds_per_round(probe, results_dir) / _work_per_round(probe)
@@ -145,8 +144,11 @@ def probe_seconds_per_round(cfg: RunConfig, results_dir: str | os.PathLike | Non
 
 def _work_per_round(cfg: RunConfig) -> float:
     """Expected training images per round: participating share x local epochs x training-set size."""
-    images = cfg.max_train_samples or _TRAIN_SIZE.get(cfg.dataset, 50000)
-    return cfg.participation * cfg.local_epochs * images
+    return cfg.participation * cfg.local_epochs * _train_images(cfg)
+
+
+def _train_images(cfg: RunConfig) -> int:
+    return cfg.max_train_samples or _TRAIN_SIZE.get(cfg.dataset, 50000)
 
 
 def _rate_for(cfg: RunConfig, rates: dict[tuple, float]) -> float | None:

@@ -25,7 +25,8 @@ import torch
 
 from fedlib.algorithms.base import Algorithm, ClientUpdate
 from fedlib.engine import ServerState, client_setup, fit_client, train_client
-from fedlib.stacked import _has_batchnorm, _has_dropout, unsupported_reason, warn_fallback
+from fedlib.models import has_batchnorm, has_dropout
+from fedlib.stacked import unsupported_reason, warn_fallback
 
 
 def workers_for(server: ServerState, clients: list[int]) -> int:
@@ -37,7 +38,7 @@ def fallback_reason(server: ServerState, algorithm: Algorithm, hooks: list) -> s
     """Why this round cannot train on threads (None when it can)."""
     if hooks:
         return "hooks watch each client's model as it finishes"
-    if _has_dropout(server.model):
+    if has_dropout(server.model):
         return "the model has dropout, which draws from the process-wide RNG"
     return unsupported_reason(algorithm)
 
@@ -68,7 +69,7 @@ def train_round(server: ServerState, algorithm: Algorithm, clients: list[int], l
 def _train_mode_batchnorm_teacher(ctxs: list) -> str | None:
     for ctx in ctxs:
         for name, teacher in ctx.teachers.items():
-            if teacher.training and _has_batchnorm(teacher):
+            if teacher.training and has_batchnorm(teacher):
                 return name
     return None
 
