@@ -29,6 +29,11 @@ def _add_run_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--participation", type=float, default=1.0, help="fraction of clients per round")
     p.add_argument("--shards-per-client", type=int, default=2)
     p.add_argument("--classes-per-client", type=int, default=2)
+    p.add_argument("--quantity-split", default="symmetric",
+                   help="quantity partition: symmetric, or official (the FedVLS code's cut of each class)")
+    p.add_argument("--min-client-size", type=int, default=10, help="dirichlet: redraw until every client has this many")
+    p.add_argument("--dataset-split", default=None,
+                   help="re-split train/test with the run's seed: standard, pooled_75_25, pooled_75_25_train_eval")
     p.add_argument("--max-train-samples", type=int, default=None, help="stratified subset of the train set")
     p.add_argument("--max-test-samples", type=int, default=None)
     p.add_argument("--augmentation", default="auto")
@@ -39,6 +44,7 @@ def _add_run_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--rounds", type=int, default=20)
     p.add_argument("--local-epochs", type=int, default=1)
     p.add_argument("--batch-size", type=int, default=50)
+    p.add_argument("--drop-last", action="store_true", help="drop each local epoch's last partial batch")
     p.add_argument("--lr", type=float, default=0.01)
     p.add_argument("--lr-decay", type=float, default=1.0, help="per-round learning-rate factor")
     p.add_argument("--momentum", type=float, default=0.0)
@@ -92,10 +98,12 @@ def config_from_args(ns: argparse.Namespace):
     return RunConfig(
         dataset=ns.dataset, partition=ns.partition, beta=ns.beta, clients=ns.clients,
         participation=ns.participation, shards_per_client=ns.shards_per_client,
-        classes_per_client=ns.classes_per_client, max_train_samples=ns.max_train_samples,
+        classes_per_client=ns.classes_per_client, quantity_split=ns.quantity_split,
+        min_client_size=ns.min_client_size, max_train_samples=ns.max_train_samples,
+        dataset_options={"split": ns.dataset_split} if ns.dataset_split else {},
         max_test_samples=ns.max_test_samples, augmentation=ns.augmentation, method=ns.method,
         method_args=method_args, model=ns.model, rounds=ns.rounds, local_epochs=ns.local_epochs,
-        batch_size=ns.batch_size, lr=ns.lr, lr_decay=ns.lr_decay, momentum=ns.momentum,
+        batch_size=ns.batch_size, drop_last=ns.drop_last, lr=ns.lr, lr_decay=ns.lr_decay, momentum=ns.momentum,
         weight_decay=ns.weight_decay, eval_every=ns.eval_every, seed=ns.seed, device=ns.device,
         data_dir=ns.data, results_dir=ns.results, download=ns.download,
         precision=ns.precision, channels_last=ns.channels_last, **({"backend": ns.backend} if ns.backend else {}))
@@ -113,6 +121,7 @@ def result_json(result) -> dict[str, Any]:
         "class_accuracy": result.class_accuracy,
         "class_names": result.class_names,
         "store": str(result.folder) if result.folder else None,
+        "diverged": bool(result.summary.get("diverged", False)),
     }
 
 
@@ -139,10 +148,15 @@ def _cmd_list(ns: argparse.Namespace) -> int:
     from fedlib import store
 
     for record in store.list_runs(ns.results, complete_only=False):
-        cfg = record.read_config()
-        status = "done" if record.complete else "partial"
-        acc = f"{record.read_summary()['final_accuracy']:.4f}" if record.complete else "-"
-        print(f"{record.folder.name}  {status:7s}  {cfg.method:14s} {cfg.dataset:14s} {cfg.partition:12s}"
+        try:
+            cfg = record.read_config()
+            summary = record.read_summary() if record.complete else None
+        except (ValueError, KeyError, TypeError, OSError, FedlibError) as exc:
+            print(f"{record.folder.name}  corrupt   {type(exc).__name__}: {str(exc).splitlines()[0][:90] if str(exc) else ''}")
+            continue
+        status = "partial" if summary is None else "diverged" if summary.get("diverged") else "done"
+        acc = "-" if summary is None else f"{summary['final_accuracy']:.4f}"
+        print(f"{record.folder.name}  {status:8s}  {cfg.method:14s} {cfg.dataset:14s} {cfg.partition:12s}"
               f" rounds={cfg.rounds:<4d} seed={cfg.seed}  acc={acc}")
     return 0
 

@@ -26,6 +26,8 @@ RESULTS_VERSION = 1
 # layout agree with the reference to float tolerance (not bitwise), so they share its stored results.
 LOCATION_FIELDS = ("device", "data_dir", "results_dir", "download", "backend", "channels_last")
 PRECISIONS = ("fp32", "bf16")
+# Fields added after runs were stored: they enter the hash only when set to something else.
+_LATER_DEFAULTS = {"quantity_split": "symmetric", "drop_last": False}
 BACKENDS = ("sequential", "threads", "stacked", "auto")
 
 
@@ -45,10 +47,13 @@ class RunConfig:
     beta: float = 0.5
     shards_per_client: int = 2
     classes_per_client: int = 2
+    # quantity scheme: how a class is cut between its holders, "symmetric" or the FedVLS code's "official"
+    quantity_split: str = "symmetric"
     min_client_size: int = 10
     max_train_samples: int | None = None  # stratified subset for reduced-scale profiles
     max_test_samples: int | None = None
-    # loader options (fedlib.data.load_dataset), e.g. {"digits_only": True} for FEMNIST, {"image_size": 64}
+    # loader options (fedlib.data.load_dataset), e.g. {"digits_only": True} for FEMNIST, {"image_size": 64};
+    # {"split": ...} re-splits train/test with the run's seed (fedlib.data.SPLITS, applied by the engine)
     dataset_options: dict = field(default_factory=dict)
     augmentation: str = "auto"  # a preset from fedlib.augment, or "auto" for the dataset default
     # model and method
@@ -60,6 +65,7 @@ class RunConfig:
     participation: float = 1.0
     local_epochs: int = 1
     batch_size: int = 50
+    drop_last: bool = False  # drop each epoch's last partial local batch (torch DataLoader's drop_last)
     lr: float = 0.01
     lr_decay: float = 1.0  # multiplied into lr once per round
     momentum: float = 0.0
@@ -79,7 +85,8 @@ class RunConfig:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "method_args", dict(self.method_args or {}))
-        object.__setattr__(self, "dataset_options", dict(sorted((self.dataset_options or {}).items())))
+        options = {k: v for k, v in (self.dataset_options or {}).items() if (k, v) != ("split", "standard")}
+        object.__setattr__(self, "dataset_options", dict(sorted(options.items())))  # the default split is no option
         validate(self)
 
     # ----------------------------------------------------------------- identity
@@ -96,7 +103,13 @@ class RunConfig:
             del values["precision"]
         if not values["dataset_options"]:
             del values["dataset_options"]
-        values["method_args"] = dict(sorted(self.resolved_method_args().items()))
+        for name, default in _LATER_DEFAULTS.items():
+            if values[name] == default:
+                del values[name]
+        values["method_args"] = self.hashed_method_args()
+        revision = self.method_revision()
+        if revision:  # a fixed method: results stored before the fix must not be served
+            values["method_revision"] = revision
         values["results_version"] = RESULTS_VERSION
         return values
 
@@ -105,6 +118,20 @@ class RunConfig:
         from fedlib.algorithms import method_class, resolve_hparams
 
         return resolve_hparams(method_class(self.method), self.method_args, self.dataset)
+
+    def hashed_method_args(self) -> dict[str, Any]:
+        """The resolved arguments minus those at a later-added default (Algorithm.later_defaults)."""
+        from fedlib.algorithms import method_class
+
+        later = method_class(self.method).later_defaults
+        return {k: v for k, v in sorted(self.resolved_method_args().items())
+                if not (k in later and v == later[k])}
+
+    def method_revision(self) -> int:
+        """The method's result revision under these arguments (see Algorithm.result_revision)."""
+        from fedlib.algorithms import method_class
+
+        return method_class(self.method).result_revision(self.resolved_method_args())
 
     def hash(self) -> str:
         """A stable 12-hex-digit key: same numbers-defining fields, same hash."""
@@ -162,7 +189,9 @@ def _check_names(cfg: RunConfig) -> None:
         raise one_of("model", cfg.model, models.MODELS)
     if cfg.partition not in partition.PARTITIONS:
         raise one_of("partition", cfg.partition, partition.PARTITIONS)
-    algorithms.check_method(cfg.method, cfg.method_args)
+    if cfg.quantity_split not in partition.QUANTITY_SPLITS:
+        raise one_of("quantity_split", cfg.quantity_split, partition.QUANTITY_SPLITS)
+    algorithms.check_method(cfg.method, cfg.method_args, cfg.dataset, cfg)
     data.check_dataset_options(cfg.dataset, cfg.dataset_options)
     if cfg.augmentation != "auto":
         from fedlib import augment
@@ -185,6 +214,7 @@ def validate(cfg: RunConfig) -> None:
     _require(cfg.eval_every >= 1, f"eval_every must be >= 1, got {cfg.eval_every}")
     _require(cfg.shards_per_client >= 1, f"shards_per_client must be >= 1, got {cfg.shards_per_client}")
     _require(cfg.classes_per_client >= 1, f"classes_per_client must be >= 1, got {cfg.classes_per_client}")
+    _require(isinstance(cfg.drop_last, bool), f"drop_last must be True or False, got {cfg.drop_last!r}")
     _require(cfg.device in ("auto", "cpu") or cfg.device.startswith(("cuda", "mps")),
              f"device must be auto, cpu, cuda or cuda:N, got {cfg.device!r}")
     if cfg.precision not in PRECISIONS:

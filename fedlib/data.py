@@ -103,6 +103,13 @@ _FOLDER_LAYOUTS = {
 _IMAGE_SUFFIXES = {".jpg", ".jpeg", ".png", ".bmp"}
 _CACHE_FORMAT = 1
 
+# Train/test splits a run may ask for with dataset_options={"split": ...}; the engine applies them
+# with the run's seed (:func:`apply_split`). "pooled_75_25" is the FedVLS code's MNIST split;
+# "pooled_75_25_train_eval" also tests on its training part, as that code's swapped loaders do.
+SPLITS = ("standard", "pooled_75_25", "pooled_75_25_train_eval")
+POOLED_TRAIN_FRACTION = 0.75
+_POOL_SEED_KEY = 7525  # mixed with the run seed, so the pool split and the partition draw apart
+
 
 @dataclass
 class Dataset:
@@ -148,6 +155,55 @@ class Dataset:
             train_groups=_take(self.train_groups, train_idx),
             test_groups=_take(self.test_groups, test_idx),
         )
+
+    def pooled(self, train_fraction: float, seed: int) -> "Dataset":
+        """Train and test pooled, shuffled (seeded) and cut again: floor(train_fraction * N) train.
+
+        The cut is not stratified, like scikit-learn's ``train_test_split`` in the FedVLS code.
+        Each part lists its samples in pool order (the old train set first, then the old test set).
+        """
+        if not 0 < train_fraction < 1:
+            raise FedlibError(f"train_fraction must be in (0, 1), got {train_fraction}")
+        x = torch.cat([self.train_x, self.test_x])
+        y = torch.cat([self.train_y, self.test_y])
+        groups = None
+        if self.train_groups is not None and self.test_groups is not None:
+            groups = np.concatenate([self.train_groups, self.test_groups])
+        order = np.random.default_rng([seed, _POOL_SEED_KEY]).permutation(len(y))
+        cut = int(np.floor(train_fraction * len(y)))
+        train_idx = torch.from_numpy(np.sort(order[:cut])).long()
+        test_idx = torch.from_numpy(np.sort(order[cut:])).long()
+        return replace(
+            self, train_x=x[train_idx], train_y=y[train_idx], test_x=x[test_idx], test_y=y[test_idx],
+            train_groups=_take(groups, train_idx), test_groups=_take(groups, test_idx),
+        )
+
+
+def split_option(options: dict) -> tuple[str, dict]:
+    """The ``split`` entry of dataset options (default "standard") and the loader options left."""
+    rest = dict(options)
+    split = rest.pop("split", "standard")
+    if split not in SPLITS:
+        raise one_of("split", split, SPLITS)
+    return split, rest
+
+
+def apply_split(dataset: Dataset, split: str, seed: int) -> Dataset:
+    """``dataset`` with the train/test split ``split`` (one of :data:`SPLITS`), seeded by ``seed``.
+
+    ``standard`` keeps the dataset's own split. ``pooled_75_25`` pools train and test and cuts
+    75 % train / 25 % test (the FedVLS code's MNIST data). ``pooled_75_25_train_eval`` trains on
+    the same 75 % and also tests on it: the FedVLS code hands its server the 75 % loader as the
+    test loader, so the paper's MNIST column measured accuracy on the clients' training data.
+    """
+    if split not in SPLITS:
+        raise one_of("split", split, SPLITS)
+    if split == "standard":
+        return dataset
+    pooled = dataset.pooled(POOLED_TRAIN_FRACTION, seed)
+    if split == "pooled_75_25_train_eval":
+        pooled = replace(pooled, test_x=pooled.train_x, test_y=pooled.train_y, test_groups=pooled.train_groups)
+    return pooled
 
 
 def stratified_indices(labels: torch.Tensor, limit: int | None, seed: int) -> torch.Tensor:
@@ -264,8 +320,12 @@ _EXTRA_OPTIONS = {
 
 
 def check_dataset_options(name: str, options: dict) -> None:
-    """Raise a one-line FedlibError for a loader option ``name`` does not take (or a bad image_size)."""
-    _resolve_options(name, options)
+    """Raise a one-line FedlibError for a loader option ``name`` does not take (or a bad image_size).
+
+    ``split`` (one of :data:`SPLITS`) is accepted for every dataset: it is not a loader option but
+    a re-split the engine applies after loading, seeded by the run (:func:`apply_split`).
+    """
+    _resolve_options(name, split_option(options)[1])
 
 
 def _resolve_options(name: str, options: dict) -> dict:

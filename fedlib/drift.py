@@ -171,7 +171,7 @@ def _start_client(server: ServerState, algorithm: Algorithm, client_id: int) -> 
     ctx = ClientContext(client_id=client_id, round=server.round, class_counts=data.class_counts,
                         num_samples=data.num_samples, data=data, lr=cfg.lr)
     algorithm.client_context(server, ctx)
-    optimizer = algorithm.make_optimizer(model, cfg.lr, cfg.momentum, cfg.weight_decay)
+    optimizer = algorithm.make_optimizer(model, cfg.lr, cfg.momentum, cfg.weight_decay, ctx)
     seed = keyed_seed(cfg.seed, server.round, client_id)
     generator = torch.Generator(device=server.device).manual_seed(seed)
     return _Client(client_id, model, optimizer, ctx, generator)

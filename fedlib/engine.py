@@ -30,7 +30,7 @@ from fedlib.algorithms import build_algorithm, method_class
 from fedlib.algorithms.base import Algorithm, ClientContext, ClientUpdate
 from fedlib.augment import AugmentSpec, augment_spec, default_augmentation, prepare_batch
 from fedlib.config import RunConfig
-from fedlib.data import Dataset, load_dataset
+from fedlib.data import Dataset, apply_split, load_dataset, split_option
 from fedlib.errors import FedlibError
 from fedlib.models import build_model
 from fedlib.partition import Partition, make_partition
@@ -65,11 +65,14 @@ _DATASET_CACHE: dict[tuple, Dataset] = {}
 
 
 def load_run_dataset(cfg: RunConfig) -> Dataset:
-    """The config's dataset (reduced to max_train/max_test samples), cached in this process."""
+    """The config's dataset (re-split as ``dataset_options["split"]`` says, then reduced to
+    max_train/max_test samples), cached in this process."""
     key = (cfg.dataset, json.dumps(cfg.dataset_options, sort_keys=True), cfg.data_dir, cfg.download,
            cfg.max_train_samples, cfg.max_test_samples, cfg.seed)
     if key not in _DATASET_CACHE:
-        dataset = load_dataset(cfg.dataset, data_dir=cfg.data_dir, download=cfg.download, **cfg.dataset_options)
+        split, options = split_option(cfg.dataset_options)
+        dataset = load_dataset(cfg.dataset, data_dir=cfg.data_dir, download=cfg.download, **options)
+        dataset = apply_split(dataset, split, seed=cfg.seed)
         if cfg.max_train_samples or cfg.max_test_samples:
             dataset = dataset.subset(cfg.max_train_samples, cfg.max_test_samples, seed=cfg.seed)
         _DATASET_CACHE[key] = dataset
@@ -80,8 +83,10 @@ class FederatedData:
     """The dataset on the run's device plus the partition of its training set."""
 
     def __init__(self, dataset: Dataset, partition: Partition, augmentation: AugmentSpec | None,
-                 device: torch.device, memory_format: torch.memory_format = torch.contiguous_format):
+                 device: torch.device, memory_format: torch.memory_format = torch.contiguous_format,
+                 drop_last: bool = False):
         self.dataset = dataset
+        self.drop_last = drop_last  # clients' training epochs skip their last partial batch
         self.memory_format = memory_format  # of every batch handed to a model
         self.partition = partition
         self.augmentation = augmentation
@@ -95,7 +100,7 @@ class FederatedData:
     def client(self, client_id: int) -> "ClientData":
         indices = torch.as_tensor(self.partition.client_indices[client_id], dtype=torch.long, device=self.device)
         counts = torch.as_tensor(self.partition.counts[client_id], dtype=torch.float32, device=self.device)
-        return ClientData(self, indices, counts)
+        return ClientData(self, indices, counts, drop_last=self.drop_last)
 
     def normalise(self, x_uint8: Tensor, generator: torch.Generator | None = None, train: bool = False) -> Tensor:
         spec = self.augmentation if train else None
@@ -115,19 +120,24 @@ class ClientData:
     data: FederatedData
     indices: Tensor  # (n_k,) indices into the training set, on the device
     class_counts: Tensor  # (C,) float
+    drop_last: bool = False  # skip each epoch's last partial batch, as torch's DataLoader(drop_last=True)
 
     @property
     def num_samples(self) -> int:
         return int(self.indices.numel())
 
     def steps_per_epoch(self, batch_size: int) -> int:
+        """Mini-batches per epoch: ceil(n/B), or floor(n/B) with ``drop_last``."""
+        if self.drop_last:
+            return self.num_samples // batch_size
         return math.ceil(self.num_samples / batch_size)
 
     def train_batches(self, batch_size: int, epochs: int, generator: torch.Generator) -> Iterator[tuple[Tensor, Tensor]]:
-        """Shuffled, augmented mini-batches; the last batch of an epoch may be smaller."""
+        """Shuffled, augmented mini-batches; the last batch of an epoch may be smaller (or is
+        dropped with ``drop_last``)."""
         for _ in range(epochs):
             order = self.indices[torch.randperm(self.num_samples, generator=generator, device=generator.device)]
-            for start in range(0, self.num_samples, batch_size):
+            for start in range(0, self.steps_per_epoch(batch_size) * batch_size, batch_size):
                 idx = order[start:start + batch_size]
                 x = self.data.normalise(self.data.train_x[idx], generator, train=True)
                 yield x, self.data.train_y[idx]
@@ -142,7 +152,14 @@ class ClientData:
 # ====================================================================== server state
 @dataclass
 class ServerState:
-    """What the server holds between rounds. ``extras`` is saved in every checkpoint."""
+    """What the server holds between rounds.
+
+    Methods keep their state in exactly two places. ``extras`` is what an exact resume needs
+    (saved in every checkpoint). ``cache`` is what can be rebuilt from the global model and
+    ``extras`` (teachers' modules, per-round totals, scratch models): never checkpointed, and
+    never anything a resumed run would compute differently. Nothing lives on ``Algorithm``
+    instances or elsewhere on the server.
+    """
 
     cfg: RunConfig
     model: nn.Module  # the global model
@@ -152,7 +169,7 @@ class ServerState:
     extras: dict[str, Any] = field(default_factory=dict)
     hparams: dict[str, Any] = field(default_factory=dict)  # the method's resolved hyperparameters
     round_clients: list[int] = field(default_factory=list)  # the clients sampled this round
-    _scratch: nn.Module | None = field(default=None, repr=False)
+    cache: dict[str, Any] = field(default_factory=dict, repr=False)  # rebuildable, not checkpointed
 
     @property
     def num_classes(self) -> int:
@@ -165,10 +182,11 @@ class ServerState:
 
     def local_model(self) -> nn.Module:
         """One reusable local model loaded with the global state (no deep copy per client)."""
-        if self._scratch is None:
-            self._scratch = self.new_model()
-        self._scratch.load_state_dict(self.model.state_dict())
-        return self._scratch
+        scratch = self.cache.get("scratch_model")
+        if scratch is None:
+            scratch = self.cache["scratch_model"] = self.new_model()
+        scratch.load_state_dict(self.model.state_dict())
+        return scratch
 
     def new_model(self, num_classes: int | None = None) -> nn.Module:
         """A fresh model of the run's architecture (e.g. for teachers or PKD's experts)."""
@@ -254,7 +272,7 @@ def fit_client(server: ServerState, algorithm: Algorithm, ctx: ClientContext,
                batches: Iterator[tuple[Tensor, Tensor]], model: nn.Module) -> ClientUpdate:
     """Local training of one client on ``model`` (holding the global state) and its upload."""
     cfg = server.cfg
-    optimizer = algorithm.make_optimizer(model, ctx.lr, cfg.momentum, cfg.weight_decay)
+    optimizer = algorithm.make_optimizer(model, ctx.lr, cfg.momentum, cfg.weight_decay, ctx)
     model.train()
     steps = 0
     for x, y in batches:
@@ -385,10 +403,10 @@ def prepare(cfg: RunConfig) -> tuple[ServerState, Algorithm]:
     partition = make_partition(cfg.partition, dataset.train_y.numpy(), cfg.clients, dataset.num_classes,
                                cfg.seed, beta=cfg.beta, shards_per_client=cfg.shards_per_client,
                                classes_per_client=cfg.classes_per_client, groups=dataset.train_groups,
-                               min_size=cfg.min_client_size)
+                               min_size=cfg.min_client_size, quantity_split=cfg.quantity_split)
     aug_name = default_augmentation(cfg.dataset) if cfg.augmentation == "auto" else cfg.augmentation
     layout = torch.channels_last if cfg.channels_last else torch.contiguous_format
-    data = FederatedData(dataset, partition, augment_spec(aug_name), device, layout)
+    data = FederatedData(dataset, partition, augment_spec(aug_name), device, layout, drop_last=cfg.drop_last)
     torch.manual_seed(cfg.seed)
     model = build_run_model(cfg, dataset).to(device, memory_format=layout)
     algorithm = build_algorithm(cfg.method, cfg.method_args, cfg.dataset)
@@ -430,7 +448,7 @@ def _meta(cfg: RunConfig, server: ServerState) -> dict:
     return {"fedlib_version": __version__, "code_revision": store.code_revision(),
             "environment": store.environment(), "device": str(server.device),
             "dataset_source": server.data.dataset.source, "seed": cfg.seed,
-            "method_hparams": server.hparams}
+            "method_hparams": server.hparams, "backend": cfg.backend}
 
 
 def _checkpoint(record: store.RunRecord, server: ServerState, rounds: list[dict], seconds: float) -> None:
@@ -448,6 +466,16 @@ def _restore(record: store.RunRecord, server: ServerState) -> tuple[list[dict], 
     server.extras = _to_device(checkpoint["extras"], server.device)
     server.round = checkpoint["round"]
     rounds = [r for r in record.read_rounds() if r["round"] < server.round]
+    if [r["round"] for r in rounds] != list(range(server.round)):  # the metrics log lost rounds
+        import warnings
+
+        warnings.warn(f"run folder {record.folder}: the checkpoint is at round {server.round} but the metrics "
+                      f"log holds {len(rounds)} of its rounds; restarting the run from round 0", RuntimeWarning,
+                      stacklevel=3)
+        fresh, _ = prepare(server.cfg)
+        server.model.load_state_dict(fresh.model.state_dict())
+        server.extras, server.round = fresh.extras, 0
+        return [], 0.0
     return rounds, float(checkpoint.get("seconds", 0.0))
 
 
@@ -468,45 +496,110 @@ def run(cfg: RunConfig, *, hooks: list = (), progress: bool = True, use_store: b
     ``stop_after`` ends the run after that many rounds without writing a summary, as a crash
     would; calling ``run`` again resumes from the last checkpoint. With ``hooks``, a config already
     in the store (complete or partial) is recomputed from round 0 without touching the store, so
-    the hooks see every round; a new config is computed once and stored.
+    the hooks see every round; a new config is computed once and stored. While it trains, the
+    run holds its store folder (a second process on the same config is refused with one line).
+    A run whose global model turns non-finite, or whose test loss does, stops there and is stored
+    with ``diverged=true``; a stored diverged run warns whenever it is served.
     """
     record = store.RunRecord(store.run_dir(cfg, results_dir)) if use_store else None
     if record is not None and record.complete and not hooks:
-        return RunResult(cfg, record.read_rounds(), record.read_summary(), record.folder)
+        return _stored_result(cfg, record)
     if record is not None and hooks and (record.folder / "config.json").exists():
         record = None  # hooks must see every round: recompute beside the stored run, leaving it untouched
+    if record is None:
+        return _train(cfg, None, None, hooks, progress, stop_after)
+    with record.claim() as claim:
+        if record.complete and not hooks:  # finished by the previous holder while we waited
+            return _stored_result(cfg, record)
+        return _train(cfg, record, claim, hooks, progress, stop_after)
+
+
+def _train(cfg: RunConfig, record: store.RunRecord | None, claim, hooks: list, progress: bool,
+           stop_after: int | None) -> RunResult:
+    """Train from round 0 or from the record's last checkpoint, and store the summary."""
     server, algorithm = prepare(cfg)
     rounds, seconds = ([], 0.0) if record is None else _restore(record, server)
     if record is not None:
         record.write_config(cfg)
         record.write_meta(_meta(cfg, server))
+    diverged = server.round > 0 and _diverged(server.model, rounds[-1] if rounds else {})
     bar = _progress_bar(cfg, server.round, progress)
-    while server.round < cfg.rounds:
+    while server.round < cfg.rounds and not diverged:
         if stop_after is not None and server.round >= stop_after:
             bar.close()
             return RunResult(cfg, rounds, {}, record.folder if record else None)
         started = time.perf_counter()
         metrics = run_round(server, algorithm, list(hooks))
-        diverged = not _all_finite(server.model)
-        if diverged or (server.round + 1) % cfg.eval_every == 0 or server.round + 1 == cfg.rounds:
+        finite = _all_finite(server.model)
+        if not finite or (server.round + 1) % cfg.eval_every == 0 or server.round + 1 == cfg.rounds:
             _evaluate_round(server, algorithm, metrics)
+        diverged = _diverged(server.model, metrics, finite)
+        if diverged:
+            metrics["diverged"] = True
         seconds += time.perf_counter() - started
         metrics["seconds"] = seconds
         rounds.append(metrics)
         server.round += 1
         if record is not None:
+            claim.heartbeat()
             _checkpoint(record, server, rounds, seconds)
         _advance(bar, metrics)
         if diverged:
             _warn_diverged(cfg, server.round - 1)
-            break
     bar.close()
+    if not any("accuracy" in r for r in rounds):  # resumed after the last round, before its evaluation
+        _evaluate_round(server, algorithm, rounds[-1])
     summary = _summary(cfg, rounds, server.data, seconds)
     summary["method_hparams"] = algorithm.hp
     summary["diverged"] = diverged
     if record is not None:
+        _check_consistent(record, server, rounds, cfg)
+        claim.heartbeat()
         record.write_summary(summary)
     return RunResult(cfg, rounds, summary, record.folder if record else None)
+
+
+def _stored_result(cfg: RunConfig, record: store.RunRecord) -> RunResult:
+    """A complete run from the store, after checking that its files agree with each other and
+    with ``cfg``; one line refusing it otherwise. A diverged run is served with a warning."""
+    try:
+        summary, rounds = record.read_summary(), record.read_rounds()
+        stored_hash = record.read_config().hash()
+    except (ValueError, KeyError, TypeError, OSError, FedlibError) as exc:
+        raise FedlibError(f"stored run {record.folder} is corrupt ({type(exc).__name__}: "
+                          f"{str(exc).splitlines()[0][:120] if str(exc) else ''}); delete the folder to "
+                          "recompute it") from None
+    problem = None
+    if stored_hash != cfg.hash():
+        problem = f"its config.json hashes to {stored_hash}, not {cfg.hash()}"
+    elif not isinstance(summary, dict) or summary.get("rounds_run") != len(rounds):
+        problem = f"its summary counts {summary.get('rounds_run') if isinstance(summary, dict) else '?'} " \
+                  f"rounds but rounds.jsonl holds {len(rounds)}"
+    elif [r.get("round") for r in rounds] != list(range(len(rounds))):
+        problem = "rounds.jsonl does not hold rounds 0, 1, 2, ... in order"
+    if problem:
+        raise FedlibError(f"stored run {record.folder} is inconsistent: {problem}; delete the folder to recompute it")
+    if summary.get("diverged"):
+        _warn_diverged(cfg, len(rounds) - 1, stored=True)
+    return RunResult(cfg, rounds, summary, record.folder)
+
+
+def _check_consistent(record: store.RunRecord, server: ServerState, rounds: list[dict], cfg: RunConfig) -> None:
+    """Before the summary is written: the checkpoint, the metrics log and the loop agree."""
+    checkpoint_round = (record.read_checkpoint() or {}).get("round")
+    logged = record.read_rounds()
+    if not (checkpoint_round == server.round == len(rounds) == len(logged)):
+        raise FedlibError(f"run {cfg.hash()} in {record.folder}: checkpoint round {checkpoint_round}, "
+                          f"{len(logged)} logged rounds and {len(rounds)} trained disagree; not writing a "
+                          "summary (delete the folder to recompute)")
+
+
+def _diverged(model: nn.Module, metrics: dict, finite: bool | None = None) -> bool:
+    """A non-finite global model, or a non-finite test loss in an evaluated round."""
+    if finite is None:
+        finite = _all_finite(model)
+    loss = metrics.get("loss")
+    return (not finite) or bool(metrics.get("diverged")) or (loss is not None and not math.isfinite(loss))
 
 
 def _all_finite(model: nn.Module) -> bool:
@@ -514,13 +607,15 @@ def _all_finite(model: nn.Module) -> bool:
     return all(bool(torch.isfinite(v).all()) for v in model.state_dict().values() if v.is_floating_point())
 
 
-def _warn_diverged(cfg: RunConfig, round_index: int) -> None:
-    """A run whose global model turned non-finite stops there, is stored as diverged, and says so."""
+def _warn_diverged(cfg: RunConfig, round_index: int, stored: bool = False) -> None:
+    """A run whose global model (or test loss) turned non-finite stops there, is stored as
+    diverged, and says so, also every time the store serves it."""
     import warnings
 
-    warnings.warn(f"run {cfg.hash()} ({cfg.method} on {cfg.dataset}) diverged in round {round_index}: "
-                  "the global model has non-finite weights; stored with diverged=true", RuntimeWarning,
-                  stacklevel=3)
+    what = "is a stored run that diverged" if stored else "diverged"
+    warnings.warn(f"run {cfg.hash()} ({cfg.method} on {cfg.dataset}) {what} in round {round_index}: "
+                  "non-finite weights or test loss; its accuracies are not results (diverged=true)",
+                  RuntimeWarning, stacklevel=4)
 
 
 def _progress_bar(cfg: RunConfig, start: int, enabled: bool):

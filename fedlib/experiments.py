@@ -56,6 +56,10 @@ def run_all(configs: Sequence[RunConfig], results_dir: str | os.PathLike | None 
     return results
 
 
+ACCURACY_COLUMNS = ("final_accuracy", "best_accuracy", "max_class_accuracy", "mean_class_accuracy",
+                    "min_class_accuracy")
+
+
 def results_frame(results: Iterable[RunResult]) -> pd.DataFrame:
     """One row per run: the config fields that vary, accuracies (in %), the worst class."""
     rows = []
@@ -65,6 +69,7 @@ def results_frame(results: Iterable[RunResult]) -> pd.DataFrame:
         row["method_args"] = ",".join(f"{k}={v}" for k, v in sorted(result.config.method_args.items()))
         class_acc = np.asarray(result.class_accuracy, dtype=float)
         worst = int(np.argmin(class_acc))
+        diverged = bool(result.summary.get("diverged", False))
         row.update({
             "hash": result.config.hash(),
             "final_accuracy": 100 * result.final_accuracy,
@@ -75,8 +80,11 @@ def results_frame(results: Iterable[RunResult]) -> pd.DataFrame:
             "min_class_accuracy": 100 * float(class_acc.min()),
             "worst_class": result.class_names[worst],
             "seconds": result.summary.get("train_seconds"),
-            "diverged": bool(result.summary.get("diverged", False)),
+            "diverged": diverged,
         })
+        if diverged:  # a diverged run's accuracies are not results: no table may average them in
+            for key in ACCURACY_COLUMNS:
+                row[key] = float("nan")
         rows.append(row)
     return pd.DataFrame(rows)
 

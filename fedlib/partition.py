@@ -14,7 +14,8 @@ Schemes (facts from the papers and their authors' code, see REPRODUCTION_NOTES.m
                    >= min_size samples.
 - ``shards``       FedNTD: shards_per_client equal shards of one class each.
 - ``quantity``     FedVLS "s": classes_per_client classes each, unequal amounts; consecutive
-                   clients share the same classes.
+                   clients share the same classes. ``quantity_split`` says how a class is cut
+                   between its holders: ``symmetric`` (default) or the code's ``official`` rule.
 - ``pathological`` PKD: classes_per_client classes each, equal amounts, every class held by
                    the same number of clients.
 - ``balanced``     PKD local class-balanced: every client holds the same count of every class.
@@ -35,6 +36,8 @@ from fedlib.errors import FedlibError, one_of
 
 PARTITIONS = ("iid", "dirichlet", "shards", "quantity", "pathological", "balanced", "natural")
 PLOT_KINDS = ("bubble", "heatmap")
+# How the quantity scheme cuts a class between its holders (see _unequal_sizes, official_quantity_sizes).
+QUANTITY_SPLITS = ("symmetric", "official")
 
 
 @dataclass
@@ -90,12 +93,14 @@ class Partition:
 def make_partition(scheme: str, labels: np.ndarray, num_clients: int, num_classes: int,
                    seed: int, *, beta: float = 0.5, shards_per_client: int = 2,
                    classes_per_client: int = 2, groups: np.ndarray | None = None,
-                   min_size: int = 10, max_retries: int = 1000) -> Partition:
+                   min_size: int = 10, max_retries: int = 1000,
+                   quantity_split: str = "symmetric") -> Partition:
     """Split the train set with labels ``labels`` over ``num_clients`` clients.
 
     Only the keyword arguments that ``scheme`` uses are read and recorded in ``params``:
     ``beta``, ``min_size``, ``max_retries`` (dirichlet), ``shards_per_client`` (shards),
-    ``classes_per_client`` (quantity, pathological), ``groups`` (natural).
+    ``classes_per_client`` (quantity, pathological), ``quantity_split`` (quantity, one of
+    :data:`QUANTITY_SPLITS`), ``groups`` (natural).
     Raises FedlibError for impossible requests.
     """
     if scheme not in PARTITIONS:
@@ -108,7 +113,7 @@ def make_partition(scheme: str, labels: np.ndarray, num_clients: int, num_classe
     rng = np.random.default_rng(seed)
     options = {"beta": beta, "shards_per_client": shards_per_client,
                "classes_per_client": classes_per_client, "groups": groups,
-               "min_size": min_size, "max_retries": max_retries}
+               "min_size": min_size, "max_retries": max_retries, "quantity_split": quantity_split}
     client_indices, params = _SCHEMES[scheme](labels, num_clients, num_classes, rng, options)
     params = {"num_clients": num_clients, "num_classes": num_classes, "seed": seed, **params}
     return _build(scheme, labels, num_classes, client_indices, params)
@@ -250,13 +255,22 @@ def _shards(labels, num_clients, num_classes, rng, options):
 
 def _quantity(labels, num_clients, num_classes, rng, options):
     per_client = _classes_per_client(options, num_classes)
+    split = options["quantity_split"]
+    if split not in QUANTITY_SPLITS:
+        raise one_of("quantity_split", split, QUANTITY_SPLITS)
     holders = quantity_holders(num_clients, num_classes, per_client)
     pieces = [[] for _ in range(num_clients)]
     for c, members in enumerate(_class_indices(labels, num_classes)):
-        sizes = _unequal_sizes(len(members), len(holders[c]), rng, c)
+        if split == "official":
+            sizes = official_quantity_sizes(len(members), len(holders[c]), num_classes, rng, c)
+        else:
+            sizes = _unequal_sizes(len(members), len(holders[c]), rng, c)
         for client, piece in zip(holders[c], _split_by_sizes(rng.permutation(members), sizes)):
             pieces[client].append(piece)
-    return _gather(pieces), {"classes_per_client": per_client}
+    params = {"classes_per_client": per_client}
+    if split != "symmetric":  # recorded only when set, so existing partitions' params are unchanged
+        params["quantity_split"] = split
+    return _gather(pieces), params
 
 
 def _classes_per_client(options: dict, num_classes: int) -> int:
@@ -295,7 +309,7 @@ def _unequal_sizes(total: int, num_holders: int, rng: np.random.Generator,
     Draws are uniform in [fair/10, 2*fair - fair/10] (mean = the fair share), capped so every
     later holder can still get fair/10; the last holder takes the rest. fair/10 is the FedVLS
     code's lower bound; its upper bound differs by dataset and can overdraw, so we use this
-    symmetric one.
+    symmetric one (the code's rule is ``quantity_split="official"``, :func:`official_quantity_sizes`).
     """
     if total < num_holders:
         raise FedlibError(f"class {class_id} has {total} samples but {num_holders} clients "
@@ -308,6 +322,34 @@ def _unequal_sizes(total: int, num_holders: int, rng: np.random.Generator,
         sizes.append(int(rng.integers(low, high + 1)))
         remaining -= sizes[-1]
     return sizes + [remaining]
+
+
+def official_quantity_sizes(total: int, num_holders: int, num_classes: int,
+                            rng: np.random.Generator, class_id: int = 0) -> list[int]:
+    """The FedVLS code's cut of one class of ``total`` samples between ``num_holders`` clients.
+
+    The code (``system/dataset_utils.py``, ``partition_data``, "noniid-labeldir") draws
+    ``num_holders - 1`` sizes at once, each uniform over the integers of
+    [int(low), int(high) - 1] with low = max(fair/10, 10/num_classes) and fair =
+    total/num_holders; high is ``total`` on CIFAR-10 and ``fair`` on CIFAR-100 and TinyImageNet.
+    The code picks high by dataset name; here it is picked by class count (10 classes: ``total``).
+    The last holder takes the rest. Holders take consecutive slices, so when the draws add up to
+    more than ``total`` the later holders get what is left, possibly nothing (Python's slicing).
+    """
+    if total < num_holders:
+        raise FedlibError(f"class {class_id} has {total} samples but {num_holders} clients "
+                          "must hold it; use fewer clients or more classes_per_client")
+    if num_holders == 1:
+        return [total]
+    fair = total / num_holders
+    low = int(max(fair / 10, 10 / num_classes))
+    high = int(total if num_classes == 10 else fair)
+    if high <= low:
+        raise FedlibError(f"class {class_id} has {total} samples, too few for the official quantity "
+                          f"split over {num_holders} clients; use quantity_split='symmetric'")
+    draws = rng.integers(low, high, size=num_holders - 1)
+    cuts = np.minimum(np.cumsum(draws), total)
+    return np.diff(np.concatenate(([0], cuts, [total]))).astype(int).tolist()
 
 
 # ---------------------------------------------------------------- pathological (PKD)

@@ -35,7 +35,6 @@ that differ per client (MOON) fall back to the sequential path with one warning.
 
 from __future__ import annotations
 
-import math
 import os
 import warnings
 from dataclasses import dataclass, replace
@@ -69,6 +68,8 @@ def _owner(algorithm: Algorithm, hook: str) -> type | None:
 
 def unsupported_reason(algorithm: Algorithm) -> str | None:
     """Why ``algorithm`` cannot run stacked (None when it can), judged from its hooks."""
+    if algorithm.sequential_only:
+        return f"{algorithm.name}: {algorithm.sequential_only}"
     for hook in ("train_step", "before_step", "objective"):
         owner = _owner(algorithm, hook)
         if owner is not None:

@@ -5,9 +5,14 @@
     <results>/<hash>/checkpoint.pt   global model + algorithm state after the last finished round
     <results>/<hash>/meta.json       fedlib version, code revision, environment, timings
     <results>/<hash>/summary.json    written last: its presence means the run is complete
+    <results>/<hash>/claim.json      while a process trains the run: its host, pid and heartbeat
 
 Every file is written to a temporary name and moved into place (``os.replace`` is atomic on one
-file system), so a crash never leaves a half-written file that reads as complete.
+file system), so a crash never leaves a half-written file that reads as complete. A run folder
+has one writer at a time: a process claims it (``RunRecord.claim``) before it writes, a second
+process is refused with one line, and a claim whose process is dead (same host) or whose
+heartbeat is older than ``STALE_CLAIM_SECONDS`` (another host) is taken over. Checkpoints load
+with ``weights_only=True``: a crafted checkpoint cannot run code.
 """
 
 from __future__ import annotations
@@ -15,16 +20,27 @@ from __future__ import annotations
 import io
 import json
 import os
+import pickle
 import platform
+import socket
 import subprocess
 import sys
 import tempfile
+import time
+import uuid
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import torch
 
 from fedlib.config import RunConfig
+from fedlib.errors import FedlibError
+
+# a claim from another host counts as abandoned when its heartbeat (refreshed at every
+# checkpoint) is older than this
+STALE_CLAIM_SECONDS = 6 * 3600
+CLAIM_FILE = "claim.json"
 
 DEFAULT_RESULTS = "results"
 
@@ -105,10 +121,19 @@ class RunRecord:
         write_atomic(self.folder / "checkpoint.pt", buffer.getvalue())
 
     def read_checkpoint(self) -> dict | None:
+        """The last checkpoint (tensors, numbers, strings and containers only), or None.
+
+        Loaded with ``weights_only=True``: a checkpoint holding any other object (a crafted
+        pickle that would run code) or a truncated file is refused with one line."""
         path = self.folder / "checkpoint.pt"
         if not path.exists():
             return None
-        return torch.load(path, map_location="cpu", weights_only=False)
+        try:
+            return torch.load(path, map_location="cpu", weights_only=True)
+        except (pickle.UnpicklingError, RuntimeError, EOFError, ValueError, OSError) as exc:
+            reason = str(exc).strip().splitlines()[0][:160] if str(exc).strip() else type(exc).__name__
+            raise FedlibError(f"checkpoint {path} cannot be loaded safely ({reason}); delete it to "
+                              "restart this run from round 0") from None
 
     def write_summary(self, summary: dict) -> None:
         write_json(self.folder / "summary.json", summary)
@@ -122,6 +147,101 @@ class RunRecord:
     def read_meta(self) -> dict:
         path = self.folder / "meta.json"
         return read_json(path) if path.exists() else {}
+
+    # -------------------------------------------------------------- one writer at a time
+    @contextmanager
+    def claim(self) -> Iterator["Claim"]:
+        """Hold this run folder for writing; refuse (FedlibError) while another live process holds it."""
+        claim = Claim(self.folder / CLAIM_FILE)
+        claim.acquire()
+        try:
+            yield claim
+        finally:
+            claim.release()
+
+
+class Claim:
+    """An exclusive claim on a run folder: a file created with O_EXCL, naming its holder."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.token = uuid.uuid4().hex
+        self.holder = {"host": socket.gethostname(), "pid": os.getpid(), "token": self.token}
+
+    def acquire(self) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        for _ in range(3):
+            if self._create():
+                return
+            current = _read_claim(self.path)
+            if current is not None and not _abandoned(current):
+                raise FedlibError(
+                    f"run {self.path.parent.name} is being written by pid {current.get('pid')} on "
+                    f"{current.get('host')} (claimed {_age(current)} ago); wait for it, or delete "
+                    f"{self.path} if that process is gone")
+            if _read_claim(self.path) == current:  # still the abandoned claim: take it over
+                self.path.unlink(missing_ok=True)
+        raise FedlibError(f"could not claim run folder {self.path.parent}: other processes keep claiming it")
+
+    def _create(self) -> bool:
+        try:
+            fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+        except FileExistsError:
+            return False
+        with os.fdopen(fd, "w") as handle:
+            json.dump({**self.holder, "heartbeat": time.time()}, handle)
+        return True
+
+    def held(self) -> bool:
+        """Whether this process still holds the claim (nobody took it over)."""
+        current = _read_claim(self.path)
+        return current is not None and current.get("token") == self.token
+
+    def heartbeat(self) -> None:
+        """Refresh the claim's time stamp; FedlibError when another process has taken it over."""
+        if not self.held():
+            raise FedlibError(f"lost the claim on run folder {self.path.parent} to another process; "
+                              "stopping without writing")
+        write_json(self.path, {**self.holder, "heartbeat": time.time()})
+
+    def release(self) -> None:
+        if self.held():
+            self.path.unlink(missing_ok=True)
+
+
+def _read_claim(path: Path) -> dict | None:
+    try:
+        value = json.loads(path.read_text())
+    except FileNotFoundError:
+        return None
+    except (json.JSONDecodeError, UnicodeDecodeError, OSError):
+        return {}  # unreadable: treated as abandoned
+    return value if isinstance(value, dict) else {}
+
+
+def _abandoned(claim: dict) -> bool:
+    """A claim whose holder is dead (this host) or silent for too long (another host)."""
+    pid, host, beat = claim.get("pid"), claim.get("host"), claim.get("heartbeat")
+    if not isinstance(pid, int) or not isinstance(beat, (int, float)):
+        return True
+    if host == socket.gethostname():
+        return not _alive(pid)
+    return time.time() - beat > STALE_CLAIM_SECONDS
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _age(claim: dict) -> str:
+    beat = claim.get("heartbeat")
+    return f"{time.time() - beat:.0f} s" if isinstance(beat, (int, float)) else "an unknown time"
 
 
 def list_runs(results_dir: str | os.PathLike | None = None, complete_only: bool = True) -> list[RunRecord]:

@@ -406,6 +406,8 @@ def cost_frame(results: Sequence[RunResult], targets: Sequence[float], labels: d
 
 
 # ---------------------------------------------------------------------- the paper's layout
+DIVERGED = "diverged"  # a cell one of whose runs diverged: no number is shown
+
 def paper_layout(frame: pd.DataFrame, value: str, index: str = "label",
                  columns: str | list[str] | None = ("dataset", "setting"), digits: int = 2,
                  row_order: Sequence[str] | None = None, mark_best: bool = True
@@ -424,7 +426,13 @@ def paper_layout(frame: pd.DataFrame, value: str, index: str = "label",
         order = [r for r in row_order if r in mean.index]
         mean, std = mean.loc[order], std.loc[order]
     text = experiments.format_mean_std(mean, std, digits=digits, mark_best=mark_best)
-    return mean, std, text.mask(np.isinf(mean.astype(float)), NEVER)
+    text = text.mask(np.isinf(mean.astype(float)), NEVER)
+    if "diverged" in frame.columns and frame["diverged"].astype(bool).any():
+        flags = frame.assign(diverged=frame["diverged"].astype(float))
+        any_diverged, _ = experiments.mean_std(flags, index, columns, "diverged")
+        any_diverged = any_diverged.reindex(index=mean.index, columns=mean.columns).fillna(0) > 0
+        text = text.mask(any_diverged, DIVERGED)
+    return mean, std, text
 
 
 # ---------------------------------------------------------------------- the paper's numbers

@@ -13,6 +13,7 @@ import torch.nn.functional as F
 from fedlib import engine
 from fedlib.algorithms import build_algorithm
 from fedlib.algorithms import fedcsd, fedgkd, fedproto
+from fedlib.algorithms.base import run_teachers
 from fedlib.algorithms.focal import focal_loss
 from fedlib.config import RunConfig
 from fedlib.errors import FedlibError
@@ -308,3 +309,118 @@ def test_resumed_run_matches_uninterrupted(method, tmp_path):
     engine.run(cfg, results_dir=tmp_path, progress=False, stop_after=1)
     resumed = engine.run(cfg, results_dir=tmp_path, progress=False)
     assert [r["loss"] for r in resumed.rounds] == [r["loss"] for r in uninterrupted.rounds]
+
+
+# ====================================================================== FedCSD teacher mode and prototypes
+def _bn_config(seed: int = 3, **args) -> RunConfig:
+    # resnet8 has BatchNorm; crop_flip makes training batches differ from the unaugmented pass
+    return RunConfig(dataset="synthetic", model="resnet8", clients=3, rounds=1, local_epochs=1, batch_size=16,
+                     max_train_samples=120, max_test_samples=30, lr=0.05, method="fedcsd", method_args=args,
+                     device="cpu", seed=seed, augmentation="crop_flip")
+
+
+def _first_client(cfg: RunConfig):
+    """(server, method, ctx, batches) of round 0's first client, set up as the engine does."""
+    server, method = engine.prepare(cfg)
+    server.round_clients = engine.sample_clients(cfg.seed, 0, cfg.clients, cfg.participation)
+    ctx, batches = engine.client_setup(server, method, server.round_clients[0], cfg.lr)
+    return server, method, ctx, batches
+
+
+def _stored_teacher(server, train: bool) -> torch.nn.Module:
+    model = server.new_model()
+    model.load_state_dict(server.extras[fedcsd.TEACHER])
+    return model.train(train)
+
+
+def run_teachers_logits(ctx, x):
+    return run_teachers(ctx.teachers, x)[fedcsd.TEACHER].logits
+
+
+def _class_means(model, batches, num_classes):
+    sums, counts = torch.zeros(num_classes, num_classes), torch.zeros(num_classes)
+    with torch.no_grad():
+        for x, y in batches:
+            logits = model(x)
+            for row, label in zip(logits, y.tolist()):
+                sums[label] += row
+                counts[label] += 1
+    return sums / counts.clamp_min(1)[:, None]
+
+
+@pytest.mark.parametrize("variant, train", [("official", True), ("paper", False)])
+def test_fedcsd_teacher_targets_follow_the_variants_mode(variant, train):
+    server, method, ctx, batches = _first_client(_bn_config(variant=variant))
+    teacher = ctx.teachers[fedcsd.TEACHER]
+    assert teacher.training is train
+    x, _ = next(batches)
+    targets = run_teachers_logits(ctx, x)
+    same = _stored_teacher(server, train)(x)
+    other = _stored_teacher(server, not train)(x)
+    assert torch.allclose(targets, same, atol=1e-6)
+    assert not torch.allclose(targets, other, atol=1e-3)  # batch vs running statistics matter here
+
+
+def test_fedcsd_teacher_mode_switch_overrides_the_variant():
+    _, _, ctx, _ = _first_client(_bn_config(variant="official", teacher_mode="eval"))
+    assert ctx.teachers[fedcsd.TEACHER].training is False
+    _, _, ctx, _ = _first_client(_bn_config(variant="paper", teacher_mode="train"))
+    assert ctx.teachers[fedcsd.TEACHER].training is True
+
+
+def test_fedcsd_official_prototypes_come_from_seeded_augmented_training_batches():
+    cfg = _bn_config(variant="official")
+    server, _, ctx, _ = _first_client(cfg)
+    client = ctx.client_id
+    got = server.cache["fedcsd_round"]["prototypes"][client]
+    # by hand: one epoch of the client's training batches from the prototype stream's generator,
+    # through a train-mode copy of the stored teacher
+    seed = engine.keyed_seed(cfg.seed, 0, client, fedcsd.PROTOTYPE_STREAM)
+    batches = server.data.client(client).train_batches(cfg.batch_size, 1, torch.Generator().manual_seed(seed))
+    expected = _class_means(_stored_teacher(server, True), batches, server.num_classes)
+    assert torch.allclose(got, expected, atol=1e-5)
+    # the paper variant: eval mode over the fixed, unaugmented pass
+    paper_server, _, paper_ctx, _ = _first_client(_bn_config(variant="paper"))
+    paper = paper_server.cache["fedcsd_round"]["prototypes"][client]
+    paper_expected = _class_means(_stored_teacher(paper_server, False), paper_ctx.data.eval_batches(),
+                                  server.num_classes)
+    assert torch.allclose(paper, paper_expected, atol=1e-5)
+    assert not torch.allclose(got, paper, atol=1e-3)
+    # augmentation and order alone (both in train mode) change the prototypes too
+    fixed_server, _, _, _ = _first_client(_bn_config(variant="official", prototype_batches="eval"))
+    assert not torch.allclose(got, fixed_server.cache["fedcsd_round"]["prototypes"][client], atol=1e-3)
+
+
+def test_fedcsd_official_prototypes_are_reproducible_and_leave_the_training_stream_alone():
+    runs = []
+    for args in ({"variant": "official"}, {"variant": "official"}, {"variant": "paper"}):
+        server, _, ctx, batches = _first_client(_bn_config(**args))
+        x, y = next(batches)
+        runs.append((server.cache["fedcsd_round"]["prototypes"], x, y, torch.rand(3)))
+    (first, x1, y1, r1), (second, x2, y2, r2), (_, x3, y3, r3) = runs
+    assert first.keys() == second.keys()
+    assert all(torch.equal(first[k], second[k]) for k in first)
+    # the training batches and the global RNG (dropout) are those of the paper variant
+    assert torch.equal(x1, x3) and torch.equal(y1, y3) and torch.equal(r1, r3)
+
+
+def test_fedcsd_stored_teacher_is_only_the_moving_average():
+    # train-mode forwards update the round's teacher module, never server.extras
+    cfg = _bn_config(variant="official")
+    server, method = engine.prepare(cfg)
+    start = {k: v.clone() for k, v in server.extras[fedcsd.TEACHER].items()}
+    engine.run_round(server, method)
+    expected = fedcsd.moving_average(start, server.model.state_dict(), 0.9)
+    for key, value in server.extras[fedcsd.TEACHER].items():
+        assert torch.equal(value, expected[key]), key
+    assert "fedcsd_round" in server.cache and not hasattr(server, "_fedcsd_cache")
+
+
+@pytest.mark.parametrize("key, value, allowed", [
+    ("mu", 1.5, "[0, 1]"), ("mu", -0.1, "[0, 1]"), ("alpha", 1.2, "[0, 1]"), ("tau", 0.0, "(0, inf)"),
+])
+def test_fedcsd_out_of_range_hyperparameter_fails_at_config_time(key, value, allowed):
+    with pytest.raises(FedlibError) as info:
+        RunConfig(dataset="synthetic", model="mlp", method="fedcsd", method_args={key: value})
+    message = str(info.value)
+    assert "fedcsd" in message and f"{key}={value!r}" in message and allowed in message

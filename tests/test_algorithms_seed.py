@@ -297,7 +297,7 @@ class TinyNet(nn.Module):
 
 
 def fake_server(round_index: int = 0) -> SimpleNamespace:
-    return SimpleNamespace(model=TinyNet(), round=round_index, new_model=lambda num_classes=None: TinyNet())
+    return SimpleNamespace(model=TinyNet(), round=round_index, cache={}, new_model=lambda num_classes=None: TinyNet())
 
 
 def fake_context(round_index: int = 0) -> ClientContext:

@@ -37,7 +37,7 @@ def linear(weight, bias) -> nn.Linear:
 def toy_server(weight=(1.0, 2.0), bias=0.0, **cfg) -> SimpleNamespace:
     settings = dict(momentum=0.0, clients=4, lr=0.1, lr_decay=1.0, batch_size=4)
     settings.update(cfg)
-    return SimpleNamespace(model=linear(weight, bias), extras={}, round=0, device=torch.device("cpu"),
+    return SimpleNamespace(model=linear(weight, bias), extras={}, cache={}, round=0, device=torch.device("cpu"),
                            cfg=SimpleNamespace(**settings), new_model=lambda: nn.Linear(2, 1))
 
 
@@ -79,7 +79,7 @@ def test_fedavgm_zero_momentum_is_fedavg_and_buffers_are_averaged():
         state["running_mean"] += shift
         state["weight"] += shift
         states.append(state)
-    server = SimpleNamespace(model=bn, extras={}, round=0)
+    server = SimpleNamespace(model=bn, extras={}, cache={}, round=0)
     algo = build_algorithm("fedavgm", {"server_momentum": 0.0})
     algo.setup(server)
     new = algo.aggregate(server, [ClientUpdate(0, states[0], 1, 1), ClientUpdate(1, states[1], 3, 1)])
@@ -142,7 +142,7 @@ def test_fedexp_step_is_at_least_one_and_eps_decays():
     server.round = 1
     algo.aggregate(server, [update(0, (1.0, 0.0), 0.0, 1), update(1, (-1.0, 0.0), 0.0, 1)])
     # eps_1 = 0.01 * 0.5^2 = 0.0025: eta = 1 / (2 * 2 * 0.0025) = 100
-    assert algo._last_step == pytest.approx(100.0)
+    assert server.extras["fedexp_eta_g"] == pytest.approx(100.0)
 
 
 def test_fedexp_evaluates_the_average_of_the_last_two_iterates():

@@ -137,7 +137,7 @@ def test_global_perturbed_model_and_divergence_by_hand():
 def toy_server(model: nn.Module, **cfg) -> SimpleNamespace:
     settings = dict(momentum=0.0, weight_decay=0.0, clients=3, rounds=10, seed=0)
     settings.update(cfg)
-    return SimpleNamespace(model=model, extras={}, round=0, device=torch.device("cpu"),
+    return SimpleNamespace(model=model, extras={}, cache={}, round=0, device=torch.device("cpu"),
                            cfg=SimpleNamespace(**settings), new_model=lambda: copy.deepcopy(model),
                            num_classes=2)
 
@@ -287,9 +287,8 @@ def tiny(method: str, **changes) -> RunConfig:
     ({"method": "fedconcat+fedprox", "method_args": {"encoder_rounds": 1}}, "combined"),
 ])
 def test_fedconcat_bad_settings_are_one_line_errors(changes, match):
-    cfg = tiny(**{"method": "fedconcat", **changes})
-    with pytest.raises(FedlibError, match=match):
-        engine.prepare(cfg)
+    with pytest.raises(FedlibError, match=match):  # when the config is made, before any data load
+        tiny(**{"method": "fedconcat", **changes})
 
 
 def test_fedconcat_stages_train_what_they_should():

@@ -79,9 +79,13 @@ def compose(parts: list[type[Algorithm]]) -> type[Algorithm]:
         for dataset, values in part.dataset_defaults.items():
             dataset_defaults.setdefault(dataset, {}).update(values)
     choices = {k: v for part in parts for k, v in part.choices.items()}
+    ranges = {k: v for part in parts for k, v in part.ranges.items()}
+    later = {k: v for part in parts for k, v in part.later_defaults.items()}
     name = "+".join(p.name for p in parts)
     body = {"name": name, "paper": "; ".join(p.paper for p in parts), "defaults": defaults,
-            "dataset_defaults": dataset_defaults, "choices": choices}
+            "dataset_defaults": dataset_defaults, "choices": choices, "ranges": ranges,
+            "later_defaults": later,
+            "result_revision": classmethod(lambda cls, hp: sum(p.result_revision(hp) for p in parts))}
     try:
         return type(name, tuple(parts), body)
     except TypeError as exc:  # inconsistent MRO, e.g. a part that already includes another
@@ -107,6 +111,9 @@ def resolve_hparams(klass: type[Algorithm], args: dict[str, Any], dataset: str |
     for key, allowed in klass.choices.items():
         if values.get(key) not in allowed:
             raise FedlibError(f"{klass.name} argument {key}={values.get(key)!r} is not one of {list(allowed)}")
+    for key, allowed in klass.ranges.items():
+        if key in values and not allowed.contains(values[key]):
+            raise FedlibError(f"{klass.name} argument {key}={values[key]!r} is outside its allowed range {allowed}")
     return values
 
 
@@ -130,9 +137,13 @@ def _coerce(method: str, key: str, value: Any, default: Any) -> Any:
         raise FedlibError(f"{method} argument {key}={value!r} must be of type {type(default).__name__}") from None
 
 
-def check_method(method: str, args: dict[str, Any], dataset: str | None = None) -> None:
-    """Validate a method string and its arguments (used by RunConfig)."""
-    resolve_hparams(method_class(method), args, dataset)
+def check_method(method: str, args: dict[str, Any], dataset: str | None = None, cfg: Any = None) -> None:
+    """Validate a method string and its arguments, and (given the RunConfig) the method's
+    requirements on the run's other settings (used by RunConfig)."""
+    klass = method_class(method)
+    hparams = resolve_hparams(klass, args, dataset)
+    if cfg is not None:
+        klass.check_run(hparams, cfg)
 
 
 def build_algorithm(method: str, args: dict[str, Any] | None = None, dataset: str | None = None) -> Algorithm:

@@ -85,11 +85,11 @@ def full_kl(teacher_logits: Tensor, student_logits: Tensor, tau: float = 1.0) ->
 def global_teacher(server: "ServerState", train_mode: bool = False, key: str = GLOBAL_TEACHER) -> nn.Module:
     """A frozen copy of the global model the clients of this round received.
 
-    One module per ``key`` is kept on the server (not in ``server.extras``: it is rebuilt from
-    the global model, so it need not be checkpointed) and reloaded once per round.
+    One module per ``key`` is kept in ``server.cache`` (not in ``server.extras``: it is rebuilt
+    from the global model, so it need not be checkpointed) and reloaded once per round.
     ``train_mode`` keeps BatchNorm on batch statistics (FedVLS's official code does that).
     """
-    cache = server.__dict__.setdefault("_teacher_cache", {})
+    cache = server.cache.setdefault("global_teachers", {})
     entry = cache.get(key)
     if entry is None:
         entry = cache[key] = {"round": None, "model": server.new_model()}
@@ -100,3 +100,12 @@ def global_teacher(server: "ServerState", train_mode: bool = False, key: str = G
         entry["round"] = server.round
     teacher.train(train_mode)
     return teacher
+
+
+def round_cache(server: "ServerState", key: str) -> dict:
+    """A dict in ``server.cache`` that starts empty in every round (objects built for this
+    round's clients: per-client teachers, per-round totals)."""
+    entry = server.cache.get(key)
+    if entry is None or entry[0] != server.round:
+        entry = server.cache[key] = (server.round, {})
+    return entry[1]

@@ -83,6 +83,44 @@ class ClientUpdate:
     metrics: dict[str, float] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class Range:
+    """The allowed values of a numeric hyperparameter: an interval, open or closed at each end,
+    optionally integers only. ``str(Range(0, 1))`` is ``[0, 1]``."""
+
+    low: float | None = None
+    high: float | None = None
+    low_open: bool = False
+    high_open: bool = False
+    integer: bool = False
+
+    def contains(self, value: Any) -> bool:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            return False
+        if self.integer and not isinstance(value, int):
+            return False
+        if value != value:  # NaN
+            return False
+        if self.low is not None and (value < self.low or (self.low_open and value == self.low)):
+            return False
+        return not (self.high is not None and (value > self.high or (self.high_open and value == self.high)))
+
+    def __str__(self) -> str:
+        left = "(" if self.low_open or self.low is None else "["
+        right = ")" if self.high_open or self.high is None else "]"
+        low = "-inf" if self.low is None else f"{self.low:g}"
+        high = "inf" if self.high is None else f"{self.high:g}"
+        kind = "an integer in " if self.integer else ""
+        return f"{kind}{left}{low}, {high}{right}"
+
+
+POSITIVE = Range(0, None, low_open=True)
+NON_NEGATIVE = Range(0)
+UNIT_INTERVAL = Range(0, 1)
+COUNT = Range(1, None, integer=True)  # a positive whole number
+NON_NEGATIVE_COUNT = Range(0, None, integer=True)
+
+
 EXCLUSIVE_HOOKS = ("loss", "penalty", "before_step", "train_step", "aggregate", "make_optimizer")
 
 
@@ -96,12 +134,33 @@ class Algorithm:
     dataset_defaults: ClassVar[dict[str, dict[str, Any]]] = {}
     # allowed values of string hyperparameters, e.g. {"variant": ("paper", "official")}
     choices: ClassVar[dict[str, tuple]] = {}
+    # allowed values of numeric hyperparameters, checked when the RunConfig is made,
+    # e.g. {"alpha": UNIT_INTERVAL, "tau": POSITIVE}
+    ranges: ClassVar[dict[str, Range]] = {}
+    # why the method must train its clients one after another on the sequential path (None:
+    # the threads and stacked paths may run it); each fast path warns once and falls back
+    sequential_only: ClassVar[str | None] = None
+    # arguments added after results were stored, with the value that reproduces the earlier
+    # computation: at that value they stay out of the config hash (stored hashes do not move)
+    later_defaults: ClassVar[dict[str, Any]] = {}
 
     def __init__(self, hparams: dict[str, Any] | None = None):
         self.hp: dict[str, Any] = dict(hparams or {})
 
     def __repr__(self) -> str:
         return f"{self.name}({self.hp})"
+
+    @classmethod
+    def result_revision(cls, hparams: dict[str, Any]) -> int:
+        """Bumped when a fix changes what a method computes under unchanged arguments (0: never
+        changed). A non-zero revision enters the config hash, so results stored before the fix
+        are not served for the fixed computation."""
+        return 0
+
+    @classmethod
+    def check_run(cls, hparams: dict[str, Any], cfg: Any) -> None:
+        """Raise FedlibError (one line) when the resolved hyperparameters cannot work with the
+        run's other settings (``cfg``: the RunConfig being made). Ranges are checked before."""
 
     # ------------------------------------------------------------------ server side
     def setup(self, server: "ServerState") -> None:
@@ -123,9 +182,10 @@ class Algorithm:
     def client_context(self, server: "ServerState", ctx: ClientContext) -> None:
         """Attach teachers and per-client tensors to ``ctx`` before local training."""
 
-    def make_optimizer(self, model: nn.Module, lr: float, momentum: float,
-                       weight_decay: float) -> torch.optim.Optimizer:
-        """Local optimiser: SGD with the run's momentum and weight decay."""
+    def make_optimizer(self, model: nn.Module, lr: float, momentum: float, weight_decay: float,
+                       ctx: ClientContext | None = None) -> torch.optim.Optimizer:
+        """Local optimiser: SGD with the run's momentum and weight decay. ``ctx`` is the client's
+        context when a client trains (None when the stacked path only reads the rule)."""
         return torch.optim.SGD(model.parameters(), lr=lr, momentum=momentum, weight_decay=weight_decay)
 
     def loss(self, out: Outputs, labels: Tensor, ctx: ClientContext,

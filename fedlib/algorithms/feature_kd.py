@@ -17,8 +17,7 @@ from torch import Tensor
 
 from fedlib.algorithms import register
 from fedlib.algorithms._common import GLOBAL_TEACHER, global_teacher
-from fedlib.algorithms.base import Algorithm, ClientContext, Outputs
-from fedlib.errors import FedlibError
+from fedlib.algorithms.base import NON_NEGATIVE, Algorithm, ClientContext, Outputs
 
 
 def local_loss(logits: Tensor, features: Tensor, global_features: Tensor, labels: Tensor,
@@ -34,11 +33,7 @@ class FeatureKD(Algorithm):
     name = "feature_kd"
     paper = "FedCSD (Yan et al.) Fig. 1 exploratory study: + feature distillation"
     defaults = {"mu": 0.01}
-
-    def __init__(self, hparams: dict | None = None):
-        super().__init__({**self.defaults, **(hparams or {})})
-        if self.hp["mu"] < 0:
-            raise FedlibError(f"feature_kd mu={self.hp['mu']} must be >= 0; FedCSD's study uses 0.01")
+    ranges = {"mu": NON_NEGATIVE}
 
     def client_context(self, server, ctx: ClientContext) -> None:
         super().client_context(server, ctx)

@@ -17,7 +17,7 @@ from torch import Tensor
 
 from fedlib.algorithms import register
 from fedlib.algorithms._common import GLOBAL_TEACHER, full_kl, global_teacher
-from fedlib.algorithms.base import Algorithm, ClientContext, Outputs
+from fedlib.algorithms.base import NON_NEGATIVE, POSITIVE, Algorithm, ClientContext, Outputs
 
 
 def local_loss(logits: Tensor, global_logits: Tensor, labels: Tensor, tau: float = 1.0,
@@ -34,6 +34,7 @@ class FedAvgKD(Algorithm):
     name = "fedavg_kd"
     paper = "Hinton et al. 2015 KD applied locally (FedCodl-style baseline)"
     defaults = {"tau": 1.0, "beta": 1.0}
+    ranges = {"tau": POSITIVE, "beta": NON_NEGATIVE}
 
     def client_context(self, server, ctx: ClientContext) -> None:
         super().client_context(server, ctx)

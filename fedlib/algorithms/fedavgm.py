@@ -21,7 +21,7 @@ import torch
 from torch import Tensor
 
 from fedlib.algorithms import register
-from fedlib.algorithms.base import Algorithm, ClientUpdate, weighted_average
+from fedlib.algorithms.base import POSITIVE, Algorithm, ClientUpdate, Range, weighted_average
 
 MOMENTUM_KEY = "fedavgm_momentum"
 
@@ -33,6 +33,7 @@ class FedAvgM(Algorithm):
     name = "fedavgm"
     paper = "Hsu et al., arXiv 1909.06335, 2019"
     defaults = {"server_momentum": 0.9, "server_lr": 1.0}
+    ranges = {"server_momentum": Range(0, 1, high_open=True), "server_lr": POSITIVE}
 
     def setup(self, server) -> None:
         super().setup(server)

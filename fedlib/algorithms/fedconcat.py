@@ -48,7 +48,8 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from fedlib.algorithms import register
-from fedlib.algorithms.base import Algorithm, ClientContext, ClientUpdate, weighted_average
+from fedlib.algorithms.base import (
+    COUNT, NON_NEGATIVE_COUNT, Algorithm, ClientContext, ClientUpdate, weighted_average)
 from fedlib.errors import FedlibError
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -62,13 +63,13 @@ class FedConcat(Algorithm):
     name = "fedconcat"
     paper = "Diao, Li and He, AAAI 2024"
     defaults = {"clusters": 2, "encoder_rounds": 50, "classifier_steps": 3, "head_init": "random"}
+    ranges = {"clusters": COUNT, "encoder_rounds": COUNT, "classifier_steps": NON_NEGATIVE_COUNT}
     dataset_defaults = {"cifar100": {"head_init": "clusters"}, "tinyimagenet": {"head_init": "clusters"}}
     choices = {"head_init": ("random", "clusters")}
 
     # ------------------------------------------------------------------ server side
     def setup(self, server: "ServerState") -> None:
         super().setup(server)
-        self._check(server)
         distributions = label_distributions(np.asarray(server.data.partition.counts, dtype=np.float64))
         assignment = cluster_clients(distributions, self.hp["clusters"], server.cfg.seed)
         initial = {k: v.detach().clone() for k, v in server.model.state_dict().items()}
@@ -78,19 +79,19 @@ class FedConcat(Algorithm):
             "head": None,
         }
 
-    def _check(self, server: "ServerState") -> None:
-        if "+" in type(self).name:
+    @classmethod
+    def check_run(cls, hparams: dict[str, Any], cfg) -> None:
+        """FedConcat runs alone, with 1 <= clusters <= clients and 0 < encoder_rounds < rounds."""
+        if "+" in cls.name:
             raise FedlibError("fedconcat cannot be combined with other methods: it trains one model per "
                               "cluster, which the other parts' hooks would not see; run it alone")
-        clusters, encoder_rounds = self.hp["clusters"], self.hp["encoder_rounds"]
-        if not 1 <= clusters <= server.cfg.clients:
+        clusters, encoder_rounds = hparams["clusters"], hparams["encoder_rounds"]
+        if not 1 <= clusters <= cfg.clients:
             raise FedlibError(f"fedconcat clusters={clusters} must be between 1 and the number of clients "
-                              f"({server.cfg.clients})")
-        if not 0 < encoder_rounds < server.cfg.rounds:
+                              f"({cfg.clients})")
+        if not 0 < encoder_rounds < cfg.rounds:
             raise FedlibError(f"fedconcat needs 0 < encoder_rounds < rounds (got encoder_rounds={encoder_rounds}, "
-                              f"rounds={server.cfg.rounds}); lower encoder_rounds or raise rounds")
-        if self.hp["classifier_steps"] < 0:
-            raise FedlibError(f"fedconcat classifier_steps must be >= 0, got {self.hp['classifier_steps']}")
+                              f"rounds={cfg.rounds}); lower encoder_rounds or raise rounds")
 
     def in_encoder_stage(self, server: "ServerState") -> bool:
         """True while the cluster models train (rounds 0 .. encoder_rounds - 1)."""
@@ -176,7 +177,7 @@ class FedConcat(Algorithm):
     # ------------------------------------------------------------------ helpers
     def _encoders(self, server: "ServerState") -> list[nn.Module]:
         """One frozen module per cluster, kept on the server and reloaded from the extras."""
-        modules = server.__dict__.setdefault("_fedconcat_encoders", [])
+        modules = server.cache.setdefault("fedconcat_encoders", [])
         while len(modules) < self.hp["clusters"]:
             modules.append(server.new_model().requires_grad_(False))
         for module, state in zip(modules, server.extras["fedconcat"]["cluster_states"]):

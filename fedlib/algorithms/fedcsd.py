@@ -32,37 +32,67 @@ Variants:
 - ``paper``: prototypes aggregated by the server (Eq. 7), mask on the teacher's logits,
   ``delta_hat`` treated as a constant (gradients reach the student only through its own
   softmax), ``L = CE + mu * L_CSD``.
-- ``official`` (authors' code): prototypes kept local (``P_k`` instead of ``P_G``), mask on the
-  refined logits ``z_hat``, gradients also flow through ``delta_hat``, and
-  ``L = (1 - mu) * CE + mu * L_CSD``. The code ran with mu = 0.5, tau = 4; those are not switched
-  on automatically: pass ``mu=0.5, tau=4`` with ``variant="official"`` to match it.
+- ``official`` (authors' code, IAMJackYan/FedCSD ``train_ours.py``): prototypes kept local
+  (``P_k`` instead of ``P_G``), mask on the refined logits ``z_hat``, gradients also flow
+  through ``delta_hat``, and ``L = (1 - mu) * CE + mu * L_CSD``. The code ran with mu = 0.5,
+  tau = 4; those are not switched on automatically: pass ``mu=0.5, tau=4`` with
+  ``variant="official"`` to match it. Two more differences follow the variant through
+  switches left at "auto":
+
+  * ``teacher_mode``: the code never puts the teacher in eval mode, so BatchNorm normalises with
+    the batch's statistics (and dropout is active) when the teacher gives the distillation
+    targets, the mask and the prototypes: "train" under official, "eval" under paper. Those
+    train-mode forwards do update the teacher module's running statistics in place in the
+    code, but train-mode BatchNorm never reads them and the code reloads the teacher from its
+    moving-average weights after every round (in its first round those weights alias the
+    module's buffers, so that round's updates enter the average's running statistics, which
+    are still never read). Here no forward pass touches the stored teacher
+    (``server.extras``), whose running statistics are therefore the plain moving average (they
+    differ from the code's only by that first-round drift); the round's teacher module is
+    reloaded from it every round. No output of the code or of this variant reads them.
+  * ``prototype_batches``: the code computes ``P_k`` from one pass over its training loader, i.e.
+    augmented, shuffled batches of the training batch size: "train" under official (one epoch
+    of :meth:`ClientData.train_batches`, from a generator seeded by (seed, round, client,
+    ``PROTOTYPE_STREAM``) so the training batches' stream is not consumed; dropout in that
+    pass draws from a private RNG seeded the same way); "eval" (one fixed-order pass without
+    augmentation) under paper. The code's loader also drops the last partial batch; this
+    pass keeps it, like the training batches here.
 
 Paper hyperparameters: mu = 0.001, tau = 10 (CIFAR-100, FEMNIST); mu = 0.5, tau = 4
-(Office-Caltech-10); alpha = 0.9. Each client logs ``mask_filtered``, the fraction of its local
-samples the mask drops, measured before local training (Fig. 5; in the official variant the
-student there is the received global model).
+(Office-Caltech-10); alpha = 0.9. mu lies in [0, 1] (the official CE weight is 1 - mu; the
+paper's sweep is 0.001 to 1), alpha in [0, 1], tau > 0. Each client logs ``mask_filtered``, the
+fraction of its local samples the mask drops, measured before local training on its
+unaugmented data with the teacher in its mode (Fig. 5; in the official variant the student
+there is the received global model).
+
+The round's teacher module and prototypes live in ``server.cache["fedcsd_round"]`` (rebuilt
+from ``server.extras`` after a resume, never checkpointed).
 """
 
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any, Iterable, Iterator
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
 from fedlib.algorithms import register
-from fedlib.algorithms.base import Algorithm, ClientContext, Outputs
+from fedlib.algorithms.base import POSITIVE, UNIT_INTERVAL, Algorithm, ClientContext, Outputs
 from fedlib.errors import FedlibError, one_of
 
 if TYPE_CHECKING:  # pragma: no cover
-    from fedlib.engine import ClientData, ServerState
+    from fedlib.engine import ServerState
 
 VARIANTS = ("paper", "official")
 MASK_TYPES = ("adaptive", "hard")
 _EPS = 1e-12  # guards the cosine of a zero prototype row
 TEACHER = "fedcsd_teacher"
+CACHE = "fedcsd_round"  # server.cache key: this round's teacher module and prototypes
+MODE_CHOICES = ("auto", "eval", "train")
+PROTOTYPE_STREAM = 1  # extra key of the prototype pass's seed: (seed, round, client, 1)
 
 
 # ====================================================================== the loss (pure)
@@ -139,14 +169,24 @@ def moving_average(teacher_state: dict[str, Tensor], global_state: dict[str, Ten
 
 
 @torch.no_grad()
-def class_logit_sums(model: nn.Module, data: "ClientData", num_classes: int) -> tuple[Tensor, Tensor]:
-    """Per-class sums of the model's logits (C, C) and per-class sample counts (C,)."""
-    sums = torch.zeros(num_classes, num_classes, device=data.indices.device)
-    counts = torch.zeros(num_classes, device=data.indices.device)
-    for x, y in data.eval_batches():
+def class_logit_sums(model: nn.Module, batches: Iterable[tuple[Tensor, Tensor]], num_classes: int,
+                     device: torch.device) -> tuple[Tensor, Tensor]:
+    """Per-class sums of the model's logits (C, C) and per-class sample counts (C,) over ``batches``
+    (the model is run in whatever mode it is in)."""
+    sums = torch.zeros(num_classes, num_classes, device=device)
+    counts = torch.zeros(num_classes, device=device)
+    for x, y in batches:
         sums.index_add_(0, y, model(x).float())
         counts.index_add_(0, y, torch.ones_like(y, dtype=counts.dtype))
     return sums, counts
+
+
+@contextmanager
+def private_rng(seed: int, device: torch.device) -> Iterator[None]:
+    """Global RNG draws (dropout) inside come from ``seed``; the caller's stream is restored after."""
+    with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
+        torch.manual_seed(seed)
+        yield
 
 
 def client_prototypes(sums: Tensor, counts: Tensor) -> Tensor:
@@ -168,20 +208,28 @@ class FedCSD(Algorithm):
     name = "fedcsd"
     paper = "Yan et al., Rethinking Client Drift in Federated Learning: A Logit Perspective"
     defaults = {"mu": 0.001, "tau": 10.0, "alpha": 0.9, "variant": "paper", "use_similarity": True,
-                "use_mask": True, "use_tma": True, "mask_type": "adaptive"}
+                "use_mask": True, "use_tma": True, "mask_type": "adaptive", "teacher_mode": "auto",
+                "prototype_batches": "auto"}
     dataset_defaults = {"office_caltech10": {"mu": 0.5, "tau": 4.0}}
-    choices = {"variant": VARIANTS, "mask_type": MASK_TYPES}
+    choices = {"variant": VARIANTS, "mask_type": MASK_TYPES, "teacher_mode": MODE_CHOICES,
+               "prototype_batches": MODE_CHOICES}
+    ranges = {"mu": UNIT_INTERVAL, "tau": POSITIVE, "alpha": UNIT_INTERVAL}
+    later_defaults = {"teacher_mode": "auto", "prototype_batches": "auto"}
+
+    @classmethod
+    def result_revision(cls, hparams: dict[str, Any]) -> int:
+        """1: the official variant's teacher runs in train mode and its prototypes come from
+        augmented, shuffled batches (before: eval mode, fixed unaugmented pass)."""
+        return int(hparams["variant"] == "official" or "train" in (hparams["teacher_mode"], hparams["prototype_batches"]))
 
     def __init__(self, hparams: dict[str, Any] | None = None):
         super().__init__(hparams)
-        hp = {**self.defaults, **self.hp}
-        if not 0.0 <= hp["alpha"] <= 1.0:
-            raise FedlibError(f"fedcsd alpha={hp['alpha']} must lie in [0, 1]; the paper uses 0.9")
-        if hp["tau"] <= 0:
-            raise FedlibError(f"fedcsd tau={hp['tau']} must be positive; the paper uses 10 (or 4)")
-        if hp["mu"] < 0:
-            raise FedlibError(f"fedcsd mu={hp['mu']} must be >= 0; the paper uses 0.001 (or 0.5)")
-        self.hp = hp
+        self.hp = {**self.defaults, **self.hp}
+
+    def _official(self, switch: str) -> bool:
+        """Whether an 'auto'-able switch (``teacher_mode``, ``prototype_batches``) is "train"."""
+        value = self.hp[switch]
+        return value == "train" or (value == "auto" and self.hp["variant"] == "official")
 
     # ------------------------------------------------------------------ server side
     def setup(self, server: "ServerState") -> None:
@@ -198,7 +246,7 @@ class FedCSD(Algorithm):
     # ------------------------------------------------------------------ client side
     def client_context(self, server: "ServerState", ctx: ClientContext) -> None:
         super().client_context(server, ctx)
-        cache = self._round_cache(server)
+        cache = self._round_state(server)
         ctx.teachers[TEACHER] = cache["teacher"]
         key = "global" if self.hp["variant"] == "paper" else ctx.client_id
         ctx.tensors["fedcsd_prototypes"] = cache["prototypes"][key]
@@ -212,18 +260,18 @@ class FedCSD(Algorithm):
                           use_mask=hp["use_mask"], mask_type=hp["mask_type"])
 
     # ------------------------------------------------------------------ helpers
-    def _round_cache(self, server: "ServerState") -> dict[str, Any]:
-        """One teacher and one set of prototypes per round, built when its first client asks."""
-        cache = getattr(server, "_fedcsd_cache", None)
+    def _round_state(self, server: "ServerState") -> dict[str, Any]:
+        """One teacher and one set of prototypes per round, built when its first client asks and
+        kept in ``server.cache`` (the teacher module is reused from round to round)."""
+        cache = server.cache.get(CACHE)
         if cache is not None and cache["round"] == server.round:
             return cache
         teacher = cache["teacher"] if cache is not None else server.new_model()
         state = server.extras[TEACHER] if self.hp["use_tma"] else server.model.state_dict()
         teacher.load_state_dict(state)
-        teacher.eval().requires_grad_(False)
-        cache = {"round": server.round, "teacher": teacher,
-                 "prototypes": self._prototypes(server, teacher)}
-        server._fedcsd_cache = cache  # not in extras: rebuilt from the teacher after a resume
+        teacher.train(self._official("teacher_mode")).requires_grad_(False)
+        cache = server.cache[CACHE] = {"round": server.round, "teacher": teacher,
+                                       "prototypes": self._prototypes(server, teacher)}
         return cache
 
     def _prototypes(self, server: "ServerState", teacher: nn.Module) -> dict[Any, Tensor]:
@@ -231,11 +279,29 @@ class FedCSD(Algorithm):
         clients = server.round_clients  # set by the engine before the round's first client trains
         prototypes, holds = {}, []
         for client_id in clients:
-            sums, counts = class_logit_sums(teacher, server.data.client(client_id), server.num_classes)
+            with private_rng(self._side_seed(server, client_id), server.device):
+                batches = self._prototype_batches(server, client_id)
+                sums, counts = class_logit_sums(teacher, batches, server.num_classes, server.device)
             prototypes[client_id] = client_prototypes(sums, counts)
             holds.append(counts > 0)
         prototypes["global"] = global_prototypes([prototypes[k] for k in clients], holds)
         return prototypes
+
+    @staticmethod
+    def _side_seed(server: "ServerState", client_id: int) -> int:
+        """The seed of a client's prototype pass, apart from its training stream."""
+        from fedlib.engine import keyed_seed  # the engine imports the algorithms
+
+        return keyed_seed(server.cfg.seed, server.round, client_id, PROTOTYPE_STREAM)
+
+    def _prototype_batches(self, server: "ServerState", client_id: int) -> Iterator[tuple[Tensor, Tensor]]:
+        """One pass over the client's data: augmented, shuffled training batches ("train") or the
+        fixed-order unaugmented pass ("eval")."""
+        data = server.data.client(client_id)
+        if not self._official("prototype_batches"):
+            return data.eval_batches()
+        generator = torch.Generator(device=server.device).manual_seed(self._side_seed(server, client_id))
+        return data.train_batches(server.cfg.batch_size, 1, generator)
 
     @torch.no_grad()
     def _filtered_fraction(self, server: "ServerState", ctx: ClientContext, cache: dict) -> float:
@@ -246,12 +312,13 @@ class FedCSD(Algorithm):
         student = server.model
         was_training = student.training
         student.eval()
-        for x, y in ctx.data.eval_batches():
-            teacher_logits = teacher(x)
-            # the paper variant's mask ignores the student, so skip its forward pass
-            student_logits = teacher_logits if hp["variant"] == "paper" else student(x)
-            _, mask = csd_term(student_logits, teacher_logits, y, ctx.tensors["fedcsd_prototypes"],
-                               hp["tau"], hp["variant"], hp["use_similarity"], True, hp["mask_type"])
-            kept += float(mask.sum())
+        with private_rng(self._side_seed(server, ctx.client_id), server.device):  # train-mode dropout
+            for x, y in ctx.data.eval_batches():
+                teacher_logits = teacher(x)
+                # the paper variant's mask ignores the student, so skip its forward pass
+                student_logits = teacher_logits if hp["variant"] == "paper" else student(x)
+                _, mask = csd_term(student_logits, teacher_logits, y, ctx.tensors["fedcsd_prototypes"],
+                                   hp["tau"], hp["variant"], hp["use_similarity"], True, hp["mask_type"])
+                kept += float(mask.sum())
         student.train(was_training)
         return 1.0 - kept / max(1, ctx.num_samples)

@@ -30,7 +30,8 @@ from torch import Tensor, nn
 from torch.nn.utils import parameters_to_vector
 
 from fedlib.algorithms import register
-from fedlib.algorithms.base import Algorithm, ClientContext, ClientUpdate
+from fedlib.algorithms._common import round_cache
+from fedlib.algorithms.base import COUNT, NON_NEGATIVE, Algorithm, ClientContext, ClientUpdate
 
 STATE_KEY = "fedcurv"
 
@@ -42,6 +43,7 @@ class FedCurv(Algorithm):
     name = "fedcurv"
     paper = "Shoham et al., arXiv 1910.07796, 2019"
     defaults = {"lam": 1.0, "fisher_samples": 500}
+    ranges = {"lam": NON_NEGATIVE, "fisher_samples": COUNT}
 
     def setup(self, server) -> None:
         super().setup(server)
@@ -65,10 +67,10 @@ class FedCurv(Algorithm):
         state = server.extras[STATE_KEY]
         if not state["u"]:
             return None
-        if getattr(self, "_totals_round", None) != server.round:
-            self._totals_cache = tuple(torch.stack(list(state[k].values())).sum(0) for k in ("u", "v", "r"))
-            self._totals_round = server.round
-        return self._totals_cache
+        cache = round_cache(server, "fedcurv_totals")
+        if "totals" not in cache:
+            cache["totals"] = tuple(torch.stack(list(state[k].values())).sum(0) for k in ("u", "v", "r"))
+        return cache["totals"]
 
     def penalty(self, model: nn.Module, ctx: ClientContext) -> Tensor | None:
         if "fedcurv_P" not in ctx.tensors:

@@ -28,9 +28,10 @@ from typing import Any
 from torch import Tensor, nn
 
 from fedlib.algorithms import register
-from fedlib.algorithms.base import Algorithm, ClientUpdate, weighted_average
+from fedlib.algorithms.base import POSITIVE, Algorithm, ClientUpdate, weighted_average
 
 PREVIOUS_KEY = "fedexp_previous_params"
+STEP_KEY = "fedexp_eta_g"
 
 
 @register
@@ -40,6 +41,7 @@ class FedExP(Algorithm):
     name = "fedexp"
     paper = "Jhunjhunwala et al., ICLR 2023"
     defaults = {"eps": 0.01}
+    ranges = {"eps": POSITIVE}
 
     def aggregate(self, server, updates: list[ClientUpdate]) -> dict[str, Tensor]:
         averaged = weighted_average([u.state for u in updates], [u.num_samples for u in updates])
@@ -49,7 +51,7 @@ class FedExP(Algorithm):
         deltas = [{n: u.state[n].double() - global_state[n].double() for n in names} for u in updates]
         weights = [float(u.num_samples) for u in updates]
         step = extrapolation_step(deltas, weights, eps)
-        self._last_step = step
+        server.extras[STEP_KEY] = step  # this round's eta_g, logged by round_metrics
         if server.round > 0:  # the initial model is never one of the averaged iterates
             server.extras[PREVIOUS_KEY] = {n: global_state[n].detach().clone() for n in names}
         for n in names:
@@ -62,17 +64,18 @@ class FedExP(Algorithm):
         previous = server.extras.get(PREVIOUS_KEY)
         if previous is None:
             return server.model
-        if getattr(self, "_eval_module", None) is None:
-            self._eval_module = server.new_model()
+        module = server.cache.get("fedexp_eval_model")
+        if module is None:
+            module = server.cache["fedexp_eval_model"] = server.new_model()
         state = server.model.state_dict()
         for name, old in previous.items():
             state[name] = (state[name] + old.to(state[name].device)) / 2
-        self._eval_module.load_state_dict(state)
-        return self._eval_module
+        module.load_state_dict(state)
+        return module
 
     def round_metrics(self, server, updates: list[ClientUpdate]) -> dict[str, Any]:
         metrics = super().round_metrics(server, updates)
-        metrics["fedexp_eta_g"] = float(getattr(self, "_last_step", 1.0))
+        metrics["fedexp_eta_g"] = float(server.extras.get(STEP_KEY, 1.0))
         return metrics
 
 

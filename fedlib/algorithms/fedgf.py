@@ -40,9 +40,8 @@ from torch import Tensor, nn
 
 from fedlib.algorithms import register
 from fedlib.algorithms._common import global_teacher
-from fedlib.algorithms.base import Algorithm, ClientContext, ClientUpdate
+from fedlib.algorithms.base import COUNT, NON_NEGATIVE, UNIT_INTERVAL, Algorithm, ClientContext, ClientUpdate
 from fedlib.algorithms.fedsam import ascent_perturbation, frozen_batchnorm_stats
-from fedlib.errors import FedlibError
 
 if TYPE_CHECKING:  # pragma: no cover
     from fedlib.engine import ServerState
@@ -57,12 +56,10 @@ class FedGF(Algorithm):
     name = "fedgf"
     paper = "Lee and Yoon, ICML 2024"
     defaults = {"rho": 0.1, "g_rho": 0.1, "c_cos": 0.3, "window": 30}
+    ranges = {"rho": NON_NEGATIVE, "g_rho": NON_NEGATIVE, "c_cos": UNIT_INTERVAL, "window": COUNT}
 
     def setup(self, server: "ServerState") -> None:
         super().setup(server)
-        if self.hp["window"] < 1 or self.hp["rho"] < 0 or self.hp["g_rho"] < 0:
-            raise FedlibError("fedgf needs window >= 1 and rho, g_rho >= 0; "
-                              f"got window={self.hp['window']}, rho={self.hp['rho']}, g_rho={self.hp['g_rho']}")
         server.extras["fedgf"] = {"indicators": [], "c": 0.0, "perturbed": None}
 
     def client_context(self, server: "ServerState", ctx: ClientContext) -> None:

@@ -15,15 +15,14 @@ gamma = 0.1, tau = 1. The FedCSD paper tuned the weight for its own experiments 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 
 from fedlib.algorithms import register
-from fedlib.algorithms.base import Algorithm, ClientContext, Outputs
-from fedlib.errors import FedlibError
+from fedlib.algorithms.base import COUNT, NON_NEGATIVE, POSITIVE, Algorithm, ClientContext, Outputs
 
 if TYPE_CHECKING:  # pragma: no cover
     from fedlib.engine import ServerState
@@ -64,14 +63,7 @@ class FedGKD(Algorithm):
     name = "fedgkd"
     paper = "Yao et al., FedGKD: Heterogeneous FL via Global Knowledge Distillation (IEEE TC)"
     defaults = {"gamma": 0.1, "tau": 1.0, "buffer_size": 5}
-
-    def __init__(self, hparams: dict[str, Any] | None = None):
-        super().__init__(hparams)
-        self.hp = {**self.defaults, **self.hp}
-        if int(self.hp["buffer_size"]) < 1:
-            raise FedlibError(f"fedgkd buffer_size={self.hp['buffer_size']} must be >= 1; the paper uses 5")
-        if self.hp["tau"] <= 0:
-            raise FedlibError(f"fedgkd tau={self.hp['tau']} must be positive, e.g. 1")
+    ranges = {"gamma": NON_NEGATIVE, "tau": POSITIVE, "buffer_size": COUNT}
 
     def setup(self, server: "ServerState") -> None:
         super().setup(server)
@@ -92,11 +84,11 @@ class FedGKD(Algorithm):
 
     def _teacher(self, server: "ServerState"):
         """One frozen ensemble teacher per round, reused by every client of the round."""
-        cached = getattr(server, "_fedgkd_teacher", None)
-        if cached is not None and cached[0] == server.round:
-            return cached[1]
-        teacher = cached[1] if cached is not None else server.new_model()
+        entry = server.cache.get("fedgkd_teacher")  # rebuilt from the history: not checkpointed
+        if entry is not None and entry[0] == server.round:
+            return entry[1]
+        teacher = entry[1] if entry is not None else server.new_model()
         teacher.load_state_dict(average_states(server.extras[HISTORY]))
         teacher.eval().requires_grad_(False)
-        server._fedgkd_teacher = (server.round, teacher)  # not persistent: rebuilt from the history
+        server.cache["fedgkd_teacher"] = (server.round, teacher)
         return teacher

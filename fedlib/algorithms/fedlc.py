@@ -17,7 +17,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from fedlib.algorithms import register
-from fedlib.algorithms.base import Algorithm, ClientContext, Outputs
+from fedlib.algorithms.base import NON_NEGATIVE, Algorithm, ClientContext, Outputs
 
 
 def calibrated_logits(logits: Tensor, class_counts: Tensor, tau: float = 0.5) -> Tensor:
@@ -38,6 +38,7 @@ class FedLC(Algorithm):
     name = "fedlc"
     paper = "Zhang et al., ICML 2022"
     defaults = {"tau": 0.5}
+    ranges = {"tau": NON_NEGATIVE}
 
     def loss(self, out: Outputs, labels: Tensor, ctx: ClientContext,
              teacher_out: dict[str, Outputs]) -> Tensor:

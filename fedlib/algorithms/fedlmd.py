@@ -14,25 +14,43 @@ the cross-entropy over the label (Eq. 4),
 The local objective (Eqs. 5-6) is L = CE(z, y) + beta * KL(p'_g || p'_k), batch mean.
 
 Choices made here: the teacher also drops the true class y, as the authors' code does (Eq. 3
-keeps it, but Eq. 4 gives the student zero mass there, so the KL would be infinite); a sample
-whose teacher support is empty (y is the client's only non-majority class) contributes 0.
-``variant="official"`` multiplies the KL by tau^2 as the code does (its additive -1000 masking
-equals our exclusion up to e^-1000). tau = 1 and beta = 1 as in the code; the FedVLS appendix
-ran FedLMD with beta = 0.1.
+keeps it, but Eq. 4 gives the student zero mass there, so the KL would be infinite); in the
+paper variant a sample whose teacher support is empty (y is the client's only non-majority
+class) contributes 0.
+tau = 1 and beta = 1 as in the code; the FedVLS appendix ran FedLMD with beta = 0.1.
+
+``variant="official"`` applies the masks of the authors' code (wnma3mz/FedLMD,
+``src/algorithms/fedlmd/criterion.py``) literally instead of excluding classes:
+
+    p_g = softmax(z_g / tau - 1000 * 1[i in M_k] - 1000 * 1[i = y])   (all C classes)
+    log p_k = log_softmax(z / tau - 1000 * 1[i = y])
+    L_LMD = tau^2 * sum_i p_g(i) (log p_g(i) - log p_k(i))            (batch mean)
+
+with the same majority rule (count > mean count over the C classes); a true label that is also
+a majority label gets -1000 twice on the teacher. Where the paper's teacher support is
+non-empty and the tempered logits span much less than 1000, the masked classes' e^-1000
+factors vanish in float arithmetic and this equals the paper variant times tau^2. It differs
+when the additive offsets cancel: if y is the client's only non-majority class, every class
+carries exactly one -1000 on the teacher, so p_g is the plain softmax over all C classes,
+while the student keeps -1000 at y; the term is then about 1000 * tau^2 * p_g(y) where the
+paper variant gives 0. It also differs when tempered logits differ by nearly 1000 or more,
+since the offsets then no longer hide the masked classes.
 """
 
 from __future__ import annotations
 
+import torch
 import torch.nn.functional as F
 from torch import Tensor
 
 from fedlib.algorithms import register
 from fedlib.algorithms._common import (GLOBAL_TEACHER, global_teacher, majority_classes, masked_kl,
                                        masked_log_softmax, true_class_mask)
-from fedlib.algorithms.base import Algorithm, ClientContext, Outputs
+from fedlib.algorithms.base import NON_NEGATIVE, POSITIVE, Algorithm, ClientContext, Outputs
 from fedlib.errors import one_of
 
 VARIANTS = ("paper", "official")
+OFFICIAL_MASK_OFFSET = 1000.0  # what the authors' code subtracts from a masked tempered logit
 
 
 def distillation_support(labels: Tensor, class_counts: Tensor) -> tuple[Tensor, Tensor]:
@@ -56,12 +74,39 @@ def distillation_scale(tau: float, variant: str) -> float:
     return tau ** 2 if variant == "official" else 1.0
 
 
+def official_kl(logits: Tensor, global_logits: Tensor, labels: Tensor, class_counts: Tensor,
+                tau: float = 1.0) -> Tensor:
+    """Per-sample KL of the authors' code, shape (B,): additive -1000 masks, not exclusion.
+
+    Teacher: softmax(z_g/tau - 1000 [majority] - 1000 [true]); student: log_softmax(z/tau -
+    1000 [true]); both over all C classes, without the tau^2 factor.
+    """
+    true = true_class_mask(labels, logits.shape[-1]).to(logits.dtype)
+    majority = majority_classes(class_counts).to(logits.dtype)
+    # two subtractions in the code's order, so a majority true label gets -1000 twice
+    masked = global_logits.detach() / tau - OFFICIAL_MASK_OFFSET * majority - OFFICIAL_MASK_OFFSET * true
+    teacher = F.softmax(masked, dim=-1)
+    log_student = F.log_softmax(logits / tau - OFFICIAL_MASK_OFFSET * true, dim=-1)
+    # nn.KLDivLoss's pointwise rule, t log t - t log q (0 where t = 0), written out: it has a vmap rule
+    return (torch.xlogy(teacher, teacher) - teacher * log_student).sum(dim=-1)
+
+
+def distillation_kl(logits: Tensor, global_logits: Tensor, labels: Tensor, class_counts: Tensor,
+                    tau: float = 1.0, variant: str = "paper") -> Tensor:
+    """Per-sample KL(p'_g || p'_k), shape (B,): exact exclusion (paper) or the code's masks."""
+    if variant == "official":
+        return official_kl(logits, global_logits, labels, class_counts, tau)
+    teacher_mask, student_mask = distillation_support(labels, class_counts)
+    return masked_kl(global_logits, logits, teacher_mask, student_mask, tau=tau)
+
+
 def local_loss(logits: Tensor, global_logits: Tensor, labels: Tensor, class_counts: Tensor,
                tau: float = 1.0, beta: float = 1.0, variant: str = "paper") -> Tensor:
-    """CE + beta * KL(p'_g || p'_k) (FedLMD Eq. 5), batch mean."""
-    teacher_mask, student_mask = distillation_support(labels, class_counts)
-    kl = masked_kl(global_logits, logits, teacher_mask, student_mask, tau=tau).mean()
-    return F.cross_entropy(logits, labels) + beta * distillation_scale(tau, variant) * kl
+    """CE + beta * KL(p'_g || p'_k) (FedLMD Eq. 5), batch mean; tau^2 and the code's masks
+    under ``variant="official"``."""
+    scale = distillation_scale(tau, variant)  # also rejects an unknown variant
+    kl = distillation_kl(logits, global_logits, labels, class_counts, tau, variant).mean()
+    return F.cross_entropy(logits, labels) + beta * scale * kl
 
 
 @register
@@ -72,6 +117,13 @@ class FedLMD(Algorithm):
     paper = "Lu et al., ACM MM 2023"
     defaults = {"tau": 1.0, "beta": 1.0, "variant": "paper"}
     choices = {"variant": VARIANTS}
+    ranges = {"tau": POSITIVE, "beta": NON_NEGATIVE}
+
+    @classmethod
+    def result_revision(cls, hparams: dict) -> int:
+        """1: the official variant applies the code's additive -1000 masks literally (before: exact
+        exclusion, which differs where the masks cancel on the teacher)."""
+        return int(hparams["variant"] == "official")
 
     def client_context(self, server, ctx: ClientContext) -> None:
         super().client_context(server, ctx)

@@ -14,6 +14,12 @@ so this follows the paper's intent.
 
 ``switch_round`` (FedLMD Fig. 8): from that round on the method is FedLMD (teacher = received
 global model); -1 (default) never switches, 0 is FedLMD from the start.
+
+``variant="official"`` multiplies the KL by tau^2, as the code's criterion does; the teacher
+stays the exact uniform vector above (the code's own target has a wrong normaliser). The
+student's softmax excludes y exactly, where the code subtracts 1000 from z_y / tau: the two agree
+unless z_y / tau exceeds the other tempered logits by nearly 1000. After ``switch_round`` the
+official variant is FedLMD's official loss, with the code's additive masks (see ``fedlmd``).
 """
 
 from __future__ import annotations
@@ -25,7 +31,7 @@ from torch import Tensor
 from fedlib.algorithms import register
 from fedlib.algorithms import fedlmd
 from fedlib.algorithms._common import GLOBAL_TEACHER, global_teacher, majority_classes, masked_kl
-from fedlib.algorithms.base import Algorithm, ClientContext, Outputs
+from fedlib.algorithms.base import NON_NEGATIVE, POSITIVE, Algorithm, ClientContext, Outputs, Range
 
 
 def teacher_distribution(labels: Tensor, class_counts: Tensor) -> Tensor:
@@ -53,6 +59,13 @@ class FedLMDTf(Algorithm):
     paper = "Lu et al., ACM MM 2023 (teacher-free variant)"
     defaults = {"tau": 1.0, "beta": 1.0, "variant": "paper", "switch_round": -1}
     choices = {"variant": fedlmd.VARIANTS}
+    # switch_round: -1 never switches, r >= 0 switches to FedLMD at round r
+    ranges = {"tau": POSITIVE, "beta": NON_NEGATIVE, "switch_round": Range(-1, None, integer=True)}
+
+    @classmethod
+    def result_revision(cls, hparams: dict) -> int:
+        """1: after ``switch_round`` the official variant trains with FedLMD's literal masks."""
+        return int(hparams["variant"] == "official" and hparams["switch_round"] >= 0)
 
     def uses_teacher(self, round_index: int) -> bool:
         """Whether clients of this round train as FedLMD (after ``switch_round``)."""

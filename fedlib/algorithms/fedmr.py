@@ -20,6 +20,14 @@ describes an inter-class term built on server-aggregated class prototypes; neith
 code contains it and FedVLS's FedMR numbers come from the intra-class term only, so it is not
 implemented here.
 
+Reproducibility: the loss is ill-conditioned in float32. A feature dimension that is non-zero for
+one sample of a class has a per-class std near 1e-5, and its standardised value reacts to a 1e-7
+change of the features with a gradient change about 1e5 times larger; two summation orders of the
+same arithmetic (one intra-op thread or two, batched kernels) then end training far apart (0.28 in
+the weights after 2 rounds of LeNet-5 on synthetic data). FedMR therefore trains on the sequential
+path only (``sequential_only``), and its numbers repeat exactly only with the same torch thread
+count, which every run records.
+
 The loss is computed for all C classes at once with masks (no branching on tensor values), and
 the off-diagonal sum uses ||Z^T Z||_F = ||Z Z^T||_F, so memory is C x B x B rather than
 C x D x D (D = 1280 for MobileNetV2).
@@ -32,7 +40,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from fedlib.algorithms import register
-from fedlib.algorithms.base import Algorithm, ClientContext, Outputs
+from fedlib.algorithms.base import NON_NEGATIVE, Algorithm, ClientContext, Outputs
 
 VARIANCE_EPS = 1e-8  # added to the per-dimension variance before the square root (official)
 
@@ -44,6 +52,10 @@ class FedMR(Algorithm):
     name = "fedmr"
     paper = "Fan et al., TMLR 2023"
     defaults = {"deco": 4.0}
+    ranges = {"deco": NON_NEGATIVE}
+    sequential_only = ("its loss divides by per-class feature standard deviations that can be 1e-5 "
+                       "(eps 1e-8), amplifying float rounding about 1e5-fold, so its result depends on "
+                       "the order of float sums (threads, batched kernels)")
 
     def loss(self, out: Outputs, labels: Tensor, ctx: ClientContext,
              teacher_out: dict[str, Outputs]) -> Tensor:

@@ -29,6 +29,8 @@ from fedlib.algorithms import register
 from fedlib.algorithms.base import Algorithm, ClientUpdate, weighted_average
 from fedlib.errors import FedlibError
 
+TAU_KEY = "fednova_tau_eff"
+
 
 @register
 class FedNova(Algorithm):
@@ -44,7 +46,7 @@ class FedNova(Algorithm):
         total = float(sum(u.num_samples for u in updates))
         weights = [u.num_samples / total for u in updates]
         tau_eff = sum(p * a for p, a in zip(weights, path_lengths))
-        self._last_tau_eff = tau_eff
+        server.extras[TAU_KEY] = tau_eff  # logged by round_metrics
         global_state = server.model.state_dict()
         for name, _ in server.model.named_parameters():
             start = global_state[name].double()
@@ -55,7 +57,7 @@ class FedNova(Algorithm):
 
     def round_metrics(self, server, updates: list[ClientUpdate]) -> dict[str, Any]:
         metrics = super().round_metrics(server, updates)
-        metrics["fednova_tau_eff"] = float(getattr(self, "_last_tau_eff", 0.0))
+        metrics["fednova_tau_eff"] = float(server.extras.get(TAU_KEY, 0.0))
         return metrics
 
 

@@ -20,7 +20,7 @@ from torch import Tensor
 
 from fedlib.algorithms import register
 from fedlib.algorithms._common import GLOBAL_TEACHER, global_teacher, masked_kl, true_class_mask
-from fedlib.algorithms.base import Algorithm, ClientContext, Outputs
+from fedlib.algorithms.base import NON_NEGATIVE, POSITIVE, Algorithm, ClientContext, Outputs
 
 
 def not_true_kl(logits: Tensor, global_logits: Tensor, labels: Tensor, tau: float = 1.0) -> Tensor:
@@ -43,6 +43,7 @@ class FedNTD(Algorithm):
     name = "fedntd"
     paper = "Lee et al., NeurIPS 2022"
     defaults = {"tau": 1.0, "beta": 1.0}
+    ranges = {"tau": POSITIVE, "beta": NON_NEGATIVE}
 
     def client_context(self, server, ctx: ClientContext) -> None:
         super().client_context(server, ctx)

@@ -27,7 +27,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from fedlib.algorithms import register
-from fedlib.algorithms.base import Algorithm, ClientContext, ClientUpdate, Outputs
+from fedlib.algorithms.base import NON_NEGATIVE, Algorithm, ClientContext, ClientUpdate, Outputs
 from fedlib.errors import FedlibError
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -75,6 +75,7 @@ class FedProto(Algorithm):
     name = "fedproto"
     paper = "Tan et al., AAAI 2022"
     defaults = {"lam": 1.0}
+    ranges = {"lam": NON_NEGATIVE}
 
     def setup(self, server: "ServerState") -> None:
         super().setup(server)

@@ -12,7 +12,7 @@ import torch
 from torch import Tensor, nn
 
 from fedlib.algorithms import register
-from fedlib.algorithms.base import Algorithm, ClientContext
+from fedlib.algorithms.base import NON_NEGATIVE, Algorithm, ClientContext
 
 
 @register
@@ -22,6 +22,7 @@ class FedProx(Algorithm):
     name = "fedprox"
     paper = "Li et al., MLSys 2020"
     defaults = {"mu": 0.01}
+    ranges = {"mu": NON_NEGATIVE}
 
     def client_context(self, server, ctx: ClientContext) -> None:
         super().client_context(server, ctx)

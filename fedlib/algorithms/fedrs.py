@@ -19,8 +19,7 @@ from torch import Tensor
 
 from fedlib.algorithms import register
 from fedlib.algorithms._common import vacant_classes
-from fedlib.algorithms.base import Algorithm, ClientContext, Outputs
-from fedlib.errors import FedlibError
+from fedlib.algorithms.base import Algorithm, ClientContext, Outputs, Range
 
 
 def restricted_logits(logits: Tensor, class_counts: Tensor, alpha: float = 0.7) -> Tensor:
@@ -42,12 +41,7 @@ class FedRS(Algorithm):
     name = "fedrs"
     paper = "Li & Zhan, KDD 2021"
     defaults = {"alpha": 0.7}
-
-    def __init__(self, hparams=None):
-        super().__init__(hparams)
-        alpha = self.hp.get("alpha", self.defaults["alpha"])
-        if not 0.0 < alpha <= 1.0:
-            raise FedlibError(f"fedrs alpha must be in (0, 1], got {alpha}; try --method-arg alpha=0.7")
+    ranges = {"alpha": Range(0, 1, low_open=True)}
 
     def loss(self, out: Outputs, labels: Tensor, ctx: ClientContext,
              teacher_out: dict[str, Outputs]) -> Tensor:

@@ -24,7 +24,7 @@ import torch
 from torch import Tensor, nn
 
 from fedlib.algorithms import register
-from fedlib.algorithms.base import Algorithm, ClientContext
+from fedlib.algorithms.base import NON_NEGATIVE, Algorithm, ClientContext
 
 
 @register
@@ -34,6 +34,7 @@ class FedSAM(Algorithm):
     name = "fedsam"
     paper = "Qu et al., ICML 2022"
     defaults = {"rho": 0.1}
+    ranges = {"rho": NON_NEGATIVE}
 
     def train_step(self, model: nn.Module, optimizer: torch.optim.Optimizer, x: Tensor,
                    labels: Tensor, ctx: ClientContext) -> Tensor:

@@ -43,7 +43,7 @@ from torch import Tensor, nn
 from fedlib.algorithms import register
 from fedlib.algorithms._common import (GLOBAL_TEACHER, global_teacher, log_prior, masked_kl,
                                        true_class_mask, vacant_classes)
-from fedlib.algorithms.base import Algorithm, ClientContext, Outputs
+from fedlib.algorithms.base import NON_NEGATIVE, Algorithm, ClientContext, Outputs
 from fedlib.errors import FedlibError, one_of
 
 VARIANTS = ("paper", "official")
@@ -119,6 +119,7 @@ class FedVLS(Algorithm):
     paper = "Guo et al., AAAI 2025 (FedVLS) / FedED"
     defaults = {"lam": 0.1, "variant": "paper", "distill": True, "suppress": True,
                 "weight_decay_mode": "auto", "teacher_mode": "auto"}
+    ranges = {"lam": NON_NEGATIVE}
     dataset_defaults = {"mnist": {"lam": 0.1}, "cifar10": {"lam": 0.1},
                         "cifar100": {"lam": 0.5}, "tinyimagenet": {"lam": 0.5}}
     choices = {"variant": VARIANTS, "weight_decay_mode": ("auto", "run", "zero"),
@@ -136,11 +137,11 @@ class FedVLS(Algorithm):
         if self.hp["distill"]:
             ctx.teachers[GLOBAL_TEACHER] = global_teacher(server, train_mode=self._official("teacher_mode", "train"))
 
-    def make_optimizer(self, model: nn.Module, lr: float, momentum: float,
-                       weight_decay: float) -> torch.optim.Optimizer:
+    def make_optimizer(self, model: nn.Module, lr: float, momentum: float, weight_decay: float,
+                       ctx: ClientContext | None = None) -> torch.optim.Optimizer:
         # the official code forces weight decay to 0 for FedVLS clients only
         decay = 0.0 if self._official("weight_decay_mode", "zero") else weight_decay
-        return super().make_optimizer(model, lr, momentum, decay)
+        return super().make_optimizer(model, lr, momentum, decay, ctx)
 
     def loss(self, out: Outputs, labels: Tensor, ctx: ClientContext,
              teacher_out: dict[str, Outputs]) -> Tensor:

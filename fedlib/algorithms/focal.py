@@ -11,14 +11,12 @@ per-class alpha weighting is used. Aggregation is FedAvg.
 
 from __future__ import annotations
 
-from typing import Any
 
 import torch
 from torch import Tensor
 
 from fedlib.algorithms import register
-from fedlib.algorithms.base import Algorithm, ClientContext, Outputs
-from fedlib.errors import FedlibError
+from fedlib.algorithms.base import NON_NEGATIVE, Algorithm, ClientContext, Outputs
 
 
 def focal_loss(logits: Tensor, labels: Tensor, gamma: float = 2.0) -> Tensor:
@@ -36,12 +34,7 @@ class Focal(Algorithm):
     name = "focal"
     paper = "Lin et al., ICCV 2017"
     defaults = {"gamma": 2.0}
-
-    def __init__(self, hparams: dict[str, Any] | None = None):
-        super().__init__(hparams)
-        self.hp = {**self.defaults, **self.hp}
-        if self.hp["gamma"] < 0:
-            raise FedlibError(f"focal gamma={self.hp['gamma']} must be >= 0; the usual value is 2")
+    ranges = {"gamma": NON_NEGATIVE}
 
     def loss(self, out: Outputs, labels: Tensor, ctx: ClientContext,
              teacher_out: dict[str, Outputs]) -> Tensor:

@@ -8,14 +8,12 @@ Aggregation is FedAvg.
 
 from __future__ import annotations
 
-from typing import Any
 
 import torch.nn.functional as F
 from torch import Tensor
 
 from fedlib.algorithms import register
-from fedlib.algorithms.base import Algorithm, ClientContext, Outputs
-from fedlib.errors import FedlibError
+from fedlib.algorithms.base import UNIT_INTERVAL, Algorithm, ClientContext, Outputs
 
 
 @register
@@ -25,13 +23,7 @@ class LabelSmoothing(Algorithm):
     name = "label_smoothing"
     paper = "Szegedy et al., CVPR 2016"
     defaults = {"smoothing": 0.1}
-
-    def __init__(self, hparams: dict[str, Any] | None = None):
-        super().__init__(hparams)
-        self.hp = {**self.defaults, **self.hp}
-        smoothing = self.hp["smoothing"]
-        if not 0.0 <= smoothing <= 1.0:
-            raise FedlibError(f"label_smoothing smoothing={smoothing} must lie in [0, 1] (e.g. 0.1)")
+    ranges = {"smoothing": UNIT_INTERVAL}
 
     def loss(self, out: Outputs, labels: Tensor, ctx: ClientContext,
              teacher_out: dict[str, Outputs]) -> Tensor:

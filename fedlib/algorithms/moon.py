@@ -16,7 +16,7 @@ global model, which makes l_con the constant log 2 (no gradient) for that round.
 insert a 2-layer MLP (D -> D, ReLU, D -> 256) between the body and the classifier. fedlib's
 models are fixed, so here the head is a side branch used only for l_con: z = head(features);
 the classifier keeps reading the raw features. The head's weights belong to the algorithm: each
-client starts from the global head, trains it with the model (``make_optimizer`` adds it), the
+client starts from the global head, trains its own copy with the model (``make_optimizer`` adds it), the
 server averages the heads with FedAvg weights, and each client's last head serves its next
 negative. Head weights are kept in ``server.extras`` so resumed runs continue exactly.
 Without the head, z is the model's penultimate features.
@@ -30,8 +30,9 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from fedlib.algorithms import register
-from fedlib.algorithms._common import global_teacher
-from fedlib.algorithms.base import Algorithm, ClientContext, ClientUpdate, Outputs, weighted_average
+from fedlib.algorithms._common import global_teacher, round_cache
+from fedlib.algorithms.base import (
+    NON_NEGATIVE, POSITIVE, Algorithm, ClientContext, ClientUpdate, Outputs, weighted_average)
 
 PREVIOUS_KEY = "moon_previous"
 HEAD_KEY = "moon_head"
@@ -45,6 +46,13 @@ class MOON(Algorithm):
     name = "moon"
     paper = "Li et al., CVPR 2021"
     defaults = {"mu": 0.01, "tau": 0.5, "projection_head": False}
+    ranges = {"mu": NON_NEGATIVE, "tau": POSITIVE}
+
+    @classmethod
+    def result_revision(cls, hparams: dict) -> int:
+        """1: with a projection head, each client of a round trains its own head (before: one head
+        module shared by the algorithm instance, built once from the global random stream)."""
+        return int(bool(hparams["projection_head"]))
 
     def setup(self, server) -> None:
         super().setup(server)
@@ -58,34 +66,15 @@ class MOON(Algorithm):
         teacher = global_teacher(server)
         previous = server.extras[PREVIOUS_KEY].get(ctx.client_id)
         ctx.teachers["moon_global"] = teacher
-        ctx.teachers["moon_previous"] = teacher if previous is None else self._previous_model(server, previous)
+        ctx.teachers["moon_previous"] = teacher if previous is None else _previous_model(server, ctx.client_id, previous)
         if self.hp["projection_head"]:
-            self._attach_heads(server, ctx, previous is not None)
+            ctx.extras["moon_heads"] = _client_heads(server, ctx.client_id)
 
-    def _previous_model(self, server, state: dict) -> nn.Module:
-        """One reusable frozen module, loaded with this client's previous local model."""
-        if getattr(self, "_previous", None) is None:
-            self._previous = server.new_model().eval().requires_grad_(False)
-        self._previous.load_state_dict(state)
-        return self._previous
-
-    def _attach_heads(self, server, ctx: ClientContext, has_previous: bool) -> None:
-        heads = server.extras[HEAD_KEY]
-        dim = server.model.feature_dim
-        if getattr(self, "_head", None) is None:
-            self._head = projection_head(dim).to(server.device)
-            self._global_head = projection_head(dim).to(server.device).requires_grad_(False)
-            self._previous_head = projection_head(dim).to(server.device).requires_grad_(False)
-        self._head.load_state_dict(heads["global"])
-        self._global_head.load_state_dict(heads["global"])
-        self._previous_head.load_state_dict(heads["clients"][ctx.client_id] if has_previous else heads["global"])
-        ctx.extras["moon_heads"] = (self._head, self._global_head, self._previous_head)
-
-    def make_optimizer(self, model: nn.Module, lr: float, momentum: float,
-                       weight_decay: float) -> torch.optim.Optimizer:
+    def make_optimizer(self, model: nn.Module, lr: float, momentum: float, weight_decay: float,
+                       ctx: ClientContext | None = None) -> torch.optim.Optimizer:
         params = list(model.parameters())
-        if self.hp["projection_head"]:
-            params += list(self._head.parameters())
+        if ctx is not None and "moon_heads" in ctx.extras:  # the client's own projection head trains too
+            params += list(ctx.extras["moon_heads"][0].parameters())
         return torch.optim.SGD(params, lr=lr, momentum=momentum, weight_decay=weight_decay)
 
     def loss(self, out: Outputs, labels: Tensor, ctx: ClientContext,
@@ -115,6 +104,33 @@ class MOON(Algorithm):
             heads["global"] = weighted_average(states, [u.num_samples for u in updates])
             for update, state in zip(updates, states):
                 heads["clients"][update.client_id] = state
+
+
+def _previous_model(server, client_id: int, state: dict) -> nn.Module:
+    """A frozen module holding this client's previous local model: one per client of the round
+    (the fast paths build every client's context before any of them trains)."""
+    modules = round_cache(server, "moon_previous")
+    if client_id not in modules:
+        modules[client_id] = server.new_model().eval().requires_grad_(False)
+    modules[client_id].load_state_dict(state)
+    return modules[client_id]
+
+
+def _client_heads(server, client_id: int) -> tuple[nn.Module, nn.Module, nn.Module]:
+    """(trainable head from the global head, frozen global head, frozen previous head) of one
+    client in this round; each client of the round gets its own modules."""
+    heads = server.extras[HEAD_KEY]
+    dim = server.model.feature_dim
+    modules = round_cache(server, "moon_heads")
+    if client_id not in modules:
+        modules[client_id] = tuple(projection_head(dim).to(server.device) for _ in range(3))
+    head, global_head, previous_head = modules[client_id]
+    head.load_state_dict(heads["global"])
+    global_head.load_state_dict(heads["global"])
+    previous_head.load_state_dict(heads["clients"].get(client_id, heads["global"]))
+    global_head.requires_grad_(False)
+    previous_head.requires_grad_(False)
+    return head, global_head, previous_head
 
 
 def projection_head(dim: int, out_dim: int = PROJECTION_DIM) -> nn.Module:

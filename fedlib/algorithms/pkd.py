@@ -49,8 +49,10 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from fedlib.algorithms import register
-from fedlib.algorithms.base import Algorithm, ClientContext, ClientUpdate, Outputs, weighted_average
-from fedlib.errors import FedlibError, one_of
+from fedlib.algorithms.base import (
+    NON_NEGATIVE, NON_NEGATIVE_COUNT, POSITIVE, Algorithm, ClientContext, Range,
+    ClientUpdate, Outputs, weighted_average)
+from fedlib.errors import one_of
 from fedlib.weak_classes import (GROUPINGS, check_groups, class_statistics, discover_groups,
                                  feature_distances, misclassification_probabilities)
 
@@ -207,6 +209,10 @@ class PKD(Algorithm):
         "confusion": "soft", "confusion_ratio": 0.5, "distance_quantile": 0.5,
         "grouping": "cliques", "expert_init": "scratch",
     }
+    ranges = {"warmup_rounds": NON_NEGATIVE_COUNT, "expert_rounds": NON_NEGATIVE_COUNT,
+              "expert_local_epochs": NON_NEGATIVE_COUNT, "max_groups": NON_NEGATIVE_COUNT, "T": POSITIVE,
+              "lam": NON_NEGATIVE, "confusion_ratio": Range(0, 1, low_open=True),
+              "distance_quantile": Range(0, 1, low_open=True)}
     dataset_defaults = {
         "mnist": {"warmup_rounds": 10, "grouping": "stars"},
         "cifar10": {"lam": 0.5, "max_groups": 1},
@@ -218,12 +224,7 @@ class PKD(Algorithm):
     # ------------------------------------------------------------------ server side
     def setup(self, server: "ServerState") -> None:
         super().setup(server)
-        self.hp["groups"] = check_groups(self.hp["groups"], server.num_classes)
-        for key in ("warmup_rounds", "expert_rounds", "expert_local_epochs", "max_groups"):
-            if not isinstance(self.hp[key], int) or self.hp[key] < 0:
-                raise FedlibError(f"pkd argument {key}={self.hp[key]!r} must be a non-negative integer")
-        if not self.hp["T"] > 0:
-            raise FedlibError(f"pkd argument T={self.hp['T']!r} must be a positive temperature, e.g. 5")
+        check_groups(self.hp["groups"], server.num_classes)
         server.extras.setdefault("cost_units", 0.0)
         server.extras.setdefault("cost_units_pending", 0.0)
 
@@ -238,7 +239,7 @@ class PKD(Algorithm):
         stats = class_statistics(server.model, _all_local_batches(server), server.num_classes)
         confusion = misclassification_probabilities(stats, self.hp["confusion"])
         distances = feature_distances(stats)
-        groups = self.hp["groups"] or discover_groups(
+        groups = check_groups(self.hp["groups"], server.num_classes) or discover_groups(
             confusion, distances, confusion_ratio=self.hp["confusion_ratio"],
             distance_quantile=self.hp["distance_quantile"], grouping=self.hp["grouping"],
             max_groups=self.hp["max_groups"] or None, class_accuracy=stats.class_accuracy)
@@ -258,7 +259,7 @@ class PKD(Algorithm):
 
     def expert_modules(self, server: "ServerState") -> list[nn.Module]:
         """Frozen expert networks built from ``server.extras`` once and cached on the server."""
-        cache = server.__dict__.setdefault("_pkd_expert_cache", {})
+        cache = server.cache.setdefault("pkd_experts", {})
         states = server.extras["pkd_experts"]
         if cache.get("states") is not states:  # new experts, or restored from a checkpoint
             modules = []
