@@ -83,6 +83,8 @@ def _method_args(pairs: list[str]) -> dict[str, str]:
         key, sep, value = pair.partition("=")
         if not sep or not key:
             raise FedlibError(f"--method-arg expects KEY=VALUE, got {pair!r}")
+        if key.strip() in args:
+            raise FedlibError(f"--method-arg {key.strip()} is given twice ({args[key.strip()]!r} and {value.strip()!r})")
         args[key.strip()] = value.strip()
     return args
 
@@ -192,6 +194,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return handler(ns)
     except FedlibError as exc:
         print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:  # --results on a file or an unwritable folder, a full disk, ...
+        print(f"error: {exc.strerror or exc}: {exc.filename or ''}".rstrip(": "), file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("interrupted; rerun the same command to resume from the last checkpoint", file=sys.stderr)

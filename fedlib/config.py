@@ -84,6 +84,14 @@ class RunConfig:
     precision: str = "fp32"
 
     def __post_init__(self) -> None:
+        for name in ("method_args", "dataset_options"):
+            value = getattr(self, name)
+            if value is not None and not isinstance(value, dict):
+                raise FedlibError(f"{name} must be a dict such as {{'mu': 0.01}}, got {value!r}")
+        if isinstance(self.method, str):  # one spelling per method, so one hash per computation
+            from fedlib.algorithms import canonical_method
+
+            object.__setattr__(self, "method", canonical_method(self.method))
         object.__setattr__(self, "method_args", dict(self.method_args or {}))
         options = {k: v for k, v in (self.dataset_options or {}).items() if (k, v) != ("split", "standard")}
         object.__setattr__(self, "dataset_options", dict(sorted(options.items())))  # the default split is no option
@@ -199,8 +207,32 @@ def _check_names(cfg: RunConfig) -> None:
         augment.augment_spec(cfg.augmentation)
 
 
+_KINDS = {  # a field's annotation -> (test, what the error message asks for)
+    "int": (lambda v: isinstance(v, int) and not isinstance(v, bool), "a whole number"),
+    "float": (lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and v == v, "a number"),
+    "str": (lambda v: isinstance(v, str), "a string"),
+    "bool": (lambda v: isinstance(v, bool), "True or False"),
+    "dict": (lambda v: isinstance(v, dict), "a dict"),
+    "int | None": (lambda v: v is None or (isinstance(v, int) and not isinstance(v, bool)), "a whole number or None"),
+    "str | None": (lambda v: v is None or isinstance(v, (str, os.PathLike)), "a path string or None"),
+}
+MAX_SEED = 2 ** 63 - 1
+
+
+def _check_types(cfg: RunConfig) -> None:
+    """Every field has its annotated type (``clients="10"``, ``rounds=1.5``, ``device=None`` are errors)."""
+    for item in dataclasses.fields(cfg):
+        test, wanted = _KINDS[str(item.type)]
+        value = getattr(cfg, item.name)
+        if not test(value):
+            raise FedlibError(f"{item.name} must be {wanted}, got {value!r} ({type(value).__name__})")
+
+
 def validate(cfg: RunConfig) -> None:
     """Raise FedlibError (one line) for any impossible or unknown setting."""
+    _check_types(cfg)
+    _require(0 <= cfg.seed <= MAX_SEED, f"seed must be between 0 and 2**63 - 1, got {cfg.seed}")
+    _require(cfg.min_client_size >= 0, f"min_client_size must be >= 0, got {cfg.min_client_size}")
     _require(cfg.clients >= 1, f"clients must be >= 1, got {cfg.clients}")
     _require(cfg.beta > 0, f"beta (Dirichlet concentration) must be > 0, got {cfg.beta}")
     _require(0 < cfg.participation <= 1, f"participation must be in (0, 1], got {cfg.participation}")

@@ -43,6 +43,8 @@ def resolve_device(name: str = "auto") -> torch.device:
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     if name.startswith("cuda") and not torch.cuda.is_available():
         raise FedlibError(f"device {name!r} requested but CUDA is not available; use --device cpu")
+    if name.startswith("mps") and not (getattr(torch.backends, "mps", None) and torch.backends.mps.is_available()):
+        raise FedlibError(f"device {name!r} requested but Apple's MPS is not available; use --device cpu")
     return torch.device(name)
 
 
@@ -519,6 +521,8 @@ def _train(cfg: RunConfig, record: store.RunRecord | None, claim, hooks: list, p
     """Train from round 0 or from the record's last checkpoint, and store the summary."""
     server, algorithm = prepare(cfg)
     rounds, seconds = ([], 0.0) if record is None else _restore(record, server)
+    if record is not None and server.round > 0:
+        _warn_changed_arithmetic(cfg, record.read_meta(), server.round)
     if record is not None:
         record.write_config(cfg)
         record.write_meta(_meta(cfg, server))
@@ -557,6 +561,19 @@ def _train(cfg: RunConfig, record: store.RunRecord | None, claim, hooks: list, p
         claim.heartbeat()
         record.write_summary(summary)
     return RunResult(cfg, rounds, summary, record.folder if record else None)
+
+
+def _warn_changed_arithmetic(cfg: RunConfig, meta: dict, round_index: int) -> None:
+    """A resumed run whose backend or torch thread count changed continues with another float
+    summation order: its later rounds match an uninterrupted run only to rounding. Say so."""
+    import warnings
+
+    before = (meta.get("backend"), (meta.get("environment") or {}).get("cpu_threads"))
+    now = (cfg.backend, torch.get_num_threads())
+    if meta and before != now:
+        warnings.warn(f"run {cfg.hash()} resumes at round {round_index} with backend {now[0]} and {now[1]} torch "
+                      f"threads; rounds before were trained with backend {before[0]} and {before[1]} threads, so "
+                      "the rest agrees with an uninterrupted run only to float rounding", RuntimeWarning, stacklevel=4)
 
 
 def _stored_result(cfg: RunConfig, record: store.RunRecord) -> RunResult:

@@ -64,8 +64,10 @@ def find_notebooks(notebooks_dir: Path, only: str | None = None) -> list[Path]:
     notebooks = sorted(Path(notebooks_dir).glob("*.ipynb"))
     if not notebooks:
         raise FedlibError(f"no notebooks (*.ipynb) in {notebooks_dir}; pass --notebooks-dir DIR")
-    if not only:
+    if only is None:
         return notebooks
+    if not only.strip(" ,"):
+        raise FedlibError("--only was given no notebook names; leave it out to run every notebook")
     selected: set[Path] = set()
     for pattern in (p.strip() for p in only.split(",") if p.strip()):
         matches = _matching(notebooks, pattern)
@@ -433,6 +435,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     notebooks_dir = Path(args.notebooks_dir or REPO_ROOT / "notebooks").resolve()
     profiles_dir = Path(args.profiles_dir or notebooks_dir.parent / "profiles")
     try:
+        if args.data is not None and not Path(args.data).is_dir():
+            raise FedlibError(f"--data {args.data}: no such folder")
         if args.list:
             print(format_listing(notebooks_dir, profiles_dir, args.only))
             return 0
@@ -451,6 +455,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
     except FedlibError as error:
         print(f"error: {error}", file=sys.stderr)
+        return 2
+    except OSError as error:  # an unwritable --out, --results, ...: one line, not a traceback
+        print(f"error: {error.strerror or error}: {error.filename or ''}".rstrip(": "), file=sys.stderr)
         return 2
     print(format_summary(runs))
     if runs:

@@ -169,7 +169,11 @@ class Claim:
         self.holder = {"host": socket.gethostname(), "pid": os.getpid(), "token": self.token}
 
     def acquire(self) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise FedlibError(f"cannot write the results store at {self.path.parent}: "
+                              f"{exc.strerror or exc}") from None
         for _ in range(3):
             if self._create():
                 return

@@ -208,3 +208,74 @@ def test_provenance_records_backend_and_threads(tmp_path):
     quiet_run(cfg, tmp_path)
     meta = store.RunRecord(tmp_path / cfg.hash()).read_meta()
     assert meta["backend"] == cfg.backend and meta["environment"]["cpu_threads"] == torch.get_num_threads()
+
+
+# ---------------------------------------------------------------------- 6-8. inputs and resume
+@pytest.mark.parametrize("changes, says", [
+    ({"clients": "10"}, "clients must be a whole number"),
+    ({"lr": "0.1"}, "lr must be a number"),
+    ({"rounds": 1.5}, "rounds must be a whole number"),
+    ({"device": None}, "device must be a string"),
+    ({"seed": 99999999999999999999999}, "seed must be between"),
+    ({"seed": -1}, "seed must be between"),
+    ({"method_args": "mu=0.1"}, "method_args must be a dict"),
+    ({"method": "fedprox", "method_args": {"mu": [1, 2]}}, "fedprox argument mu=[1, 2]"),
+    ({"method": "fedprox", "method_args": {"mu": None}}, "fedprox argument mu=None"),
+    ({"method": "fedprox", "method_args": {"mu": True}}, "fedprox argument mu=True"),
+    ({"drop_last": "yes"}, "drop_last must be True or False"),
+    ({"lr": float("nan")}, "lr must be a number"),
+])
+def test_bad_config_values_are_one_line_errors(changes, says):
+    with pytest.raises(FedlibError) as caught:
+        tiny(**changes)
+    assert says in str(caught.value) and "\n" not in str(caught.value)
+
+
+@pytest.mark.parametrize("spelling", [" fedvls + fedavg ", "feded", "fedavg+feded", "fedvls"])
+def test_one_computation_has_one_hash_whatever_its_spelling(spelling):
+    assert tiny(method=spelling).hash() == tiny(method="fedvls").hash()
+    assert tiny(method=spelling).method == "fedvls"
+
+
+def test_composition_order_is_kept_and_fedprox_plus_fedavg_is_fedprox():
+    assert tiny(method="fedprox+fedavg").hash() == tiny(method="fedprox").hash()
+    assert tiny(method="fedlmd+fedprox").method == "fedlmd+fedprox"
+
+
+@pytest.mark.parametrize("argv, says", [
+    (["run", "--dataset", "synthetic", "--model", "mlp", "--method", "fedprox", "--method-arg", "mu=0.1",
+      "--method-arg", "mu=0.2"], "given twice"),
+    (["run", "--dataset", "synthetic", "--model", "mlp", "--seed", "99999999999999999999999"], "seed must be"),
+    (["run", "--dataset", "synthetic", "--model", "mlp", "--rounds", "1", "--device", "mps"], "MPS is not available"),
+])
+def test_cli_bad_inputs_exit_2_with_one_line(argv, says, capsys):
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert says in err and len(err.splitlines()) == 1
+
+
+def test_cli_results_on_a_file_is_one_line(tmp_path, capsys):
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    argv = ["run", "--dataset", "synthetic", "--model", "mlp", "--rounds", "1", "--quiet", "--results", str(blocker)]
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert "cannot write the results store" in err and len(err.splitlines()) == 1
+
+
+def test_reproduce_refuses_an_empty_only_and_a_missing_data_folder(tmp_path, capsys):
+    from fedlib import reproduce
+
+    assert reproduce.main(["--list", "--only", ""]) == 2
+    assert "no notebook names" in capsys.readouterr().err
+    assert reproduce.main(["--list", "--data", str(tmp_path / "nowhere")]) == 2
+    assert "no such folder" in capsys.readouterr().err
+
+
+def test_resuming_with_another_thread_count_warns(tmp_path, torch_threads):
+    cfg = tiny(rounds=3)
+    torch_threads(2)
+    quiet_run(cfg, tmp_path, stop_after=1)
+    torch_threads(1)
+    with pytest.warns(RuntimeWarning, match="agrees with an uninterrupted run only to float rounding"):
+        engine.run(cfg, results_dir=tmp_path, progress=False)

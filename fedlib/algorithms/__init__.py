@@ -92,6 +92,17 @@ def compose(parts: list[type[Algorithm]]) -> type[Algorithm]:
         raise FedlibError(f"cannot combine {name}: {exc}") from None
 
 
+def canonical_method(method: str) -> str:
+    """The one spelling of a method string: parts stripped, aliases resolved, FedAvg parts of a
+    composition dropped (``" feded + fedavg "`` -> ``"fedvls"``); unknown names are left as they
+    are for the validation to report. Part order is kept (it orders the accumulating hooks)."""
+    parts = [part.strip() for part in method.split("+")]
+    _load_all()
+    parts = [_ALIASES.get(part, part) for part in parts]
+    kept = [part for part in parts if part != "fedavg"] or ["fedavg"]
+    return "+".join(kept)
+
+
 def method_class(method: str) -> type[Algorithm]:
     """The (possibly composed) class for a method string such as ``"fedvls+fedexp"``."""
     parts = [get_class(part.strip()) for part in method.split("+")]
@@ -152,5 +163,5 @@ def build_algorithm(method: str, args: dict[str, Any] | None = None, dataset: st
     return klass(resolve_hparams(klass, dict(args or {}), dataset))
 
 
-__all__ = ["Algorithm", "register", "method_names", "get_class", "method_class", "compose",
+__all__ = ["Algorithm", "register", "method_names", "get_class", "method_class", "canonical_method", "compose",
            "build_algorithm", "check_method", "resolve_hparams"]
