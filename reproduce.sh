@@ -25,6 +25,8 @@ Runner options (passed through; default profile smoke):
   --plan                        the table notebooks' runs, how many are stored, estimated hours
                                 (one probe round per unmeasured dataset+model); run nothing.
                                 --profile paper prints this plan before it starts.
+  --render-only                 train nothing: tables and figures from the stores (results/ and the
+                                committed reference_results/); cells no store holds read "not run"
 Environment: FEDLIB_DATA (datasets), FEDLIB_BACKEND=auto|threads|stacked (faster local training).
 
 Exit status: the runner's (0 all ran, 1 a notebook failed, 2 bad options).

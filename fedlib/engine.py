@@ -347,6 +347,13 @@ class RunResult:
     summary: dict
     folder: Any = None
 
+    @classmethod
+    def not_run(cls, config: RunConfig) -> "RunResult":
+        """A placeholder for a config no store holds while rendering only: no rounds, NaN numbers."""
+        nan = float("nan")
+        return cls(config, [], {"not_run": True, "final_accuracy": nan, "best_accuracy": nan, "best_round": None,
+                                "class_accuracy": [], "class_names": []})
+
     @property
     def final_accuracy(self) -> float:
         return self.summary["final_accuracy"]
@@ -506,6 +513,12 @@ def run(cfg: RunConfig, *, hooks: list = (), progress: bool = True, use_store: b
     record = store.RunRecord(store.run_dir(cfg, results_dir)) if use_store else None
     if record is not None and record.complete and not hooks:
         return _stored_result(cfg, record)
+    reference = store.reference_record(cfg) if use_store and not hooks else None
+    if reference is not None:  # a committed full-scale run: read-only, metrics only
+        return _stored_result(cfg, reference)
+    if use_store and render_only():
+        raise NotRun(f"run {cfg.hash()} ({cfg.method} on {cfg.dataset}, seed {cfg.seed}) is in no store "
+                     "and FEDLIB_RENDER_ONLY is set")
     if record is not None and hooks and (record.folder / "config.json").exists():
         record = None  # hooks must see every round: recompute beside the stored run, leaving it untouched
     if record is None:
@@ -514,6 +527,15 @@ def run(cfg: RunConfig, *, hooks: list = (), progress: bool = True, use_store: b
         if record.complete and not hooks:  # finished by the previous holder while we waited
             return _stored_result(cfg, record)
         return _train(cfg, record, claim, hooks, progress, stop_after)
+
+
+class NotRun(FedlibError):
+    """A config that neither store holds, asked for while rendering only (nothing trains)."""
+
+
+def render_only() -> bool:
+    """Whether runs come from the stores only ($FEDLIB_RENDER_ONLY=1, set by reproduce --render-only)."""
+    return os.environ.get("FEDLIB_RENDER_ONLY", "") not in ("", "0")
 
 
 def _train(cfg: RunConfig, record: store.RunRecord | None, claim, hooks: list, progress: bool,

@@ -16,7 +16,7 @@ import pandas as pd
 
 from fedlib import store
 from fedlib.config import RunConfig
-from fedlib.engine import RunResult, run
+from fedlib.engine import NotRun, RunResult, run
 
 
 def grid(base: RunConfig, **axes: Sequence[Any]) -> list[RunConfig]:
@@ -38,7 +38,8 @@ def grid(base: RunConfig, **axes: Sequence[Any]) -> list[RunConfig]:
 def plan(configs: Iterable[RunConfig], results_dir: str | os.PathLike | None = None) -> dict[str, int]:
     """How many of ``configs`` are distinct, and how many of those are already stored."""
     unique = {c.hash(): c for c in configs}
-    stored = sum(store.RunRecord(store.run_dir(c, results_dir)).complete for c in unique.values())
+    stored = sum(store.RunRecord(store.run_dir(c, results_dir)).complete or store.reference_record(c) is not None
+                 for c in unique.values())
     return {"runs": len(unique), "stored": stored, "to_run": len(unique) - stored}
 
 
@@ -50,9 +51,15 @@ def run_all(configs: Sequence[RunConfig], results_dir: str | os.PathLike | None 
     todo = plan(configs, results_dir)
     if progress and todo["to_run"]:
         print(f"{todo['runs']} runs, {todo['stored']} already stored, {todo['to_run']} to run")
-    results = []
+    results, missing = [], 0
     for cfg in tqdm(configs, desc="runs", unit="run", disable=not progress or todo["to_run"] == 0):
-        results.append(run(cfg, results_dir=results_dir, progress=progress))
+        try:
+            results.append(run(cfg, results_dir=results_dir, progress=progress))
+        except NotRun:  # rendering only: a placeholder whose cells the tables show as "not run"
+            results.append(RunResult.not_run(cfg))
+            missing += 1
+    if missing:
+        print(f"render-only: {missing} of {len(configs)} runs are in no store; their cells read 'not run'")
     return results
 
 
@@ -67,9 +74,10 @@ def results_frame(results: Iterable[RunResult]) -> pd.DataFrame:
         row = result.config.hashed_fields()
         row.pop("results_version", None)
         row["method_args"] = ",".join(f"{k}={v}" for k, v in sorted(result.config.method_args.items()))
-        class_acc = np.asarray(result.class_accuracy, dtype=float)
-        worst = int(np.argmin(class_acc))
         diverged = bool(result.summary.get("diverged", False))
+        not_run = bool(result.summary.get("not_run", False))
+        class_acc = np.asarray(result.class_accuracy or [float("nan")], dtype=float)
+        worst = None if not_run else int(np.argmin(class_acc))
         row.update({
             "hash": result.config.hash(),
             "final_accuracy": 100 * result.final_accuracy,
@@ -78,11 +86,12 @@ def results_frame(results: Iterable[RunResult]) -> pd.DataFrame:
             "max_class_accuracy": 100 * float(class_acc.max()),
             "mean_class_accuracy": 100 * float(class_acc.mean()),
             "min_class_accuracy": 100 * float(class_acc.min()),
-            "worst_class": result.class_names[worst],
+            "worst_class": None if worst is None else result.class_names[worst],
             "seconds": result.summary.get("train_seconds"),
             "diverged": diverged,
+            "not_run": not_run,
         })
-        if diverged:  # a diverged run's accuracies are not results: no table may average them in
+        if diverged or not_run:  # a diverged run's accuracies are not results: no table may average them in
             for key in ACCURACY_COLUMNS:
                 row[key] = float("nan")
         rows.append(row)

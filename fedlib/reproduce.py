@@ -423,6 +423,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--plan", action="store_true",
                         help="print the table notebooks' plan (runs, stored, estimated hours) and stop; "
                              "always printed first for --profile paper")
+    parser.add_argument("--render-only", action="store_true",
+                        help="train nothing: every run comes from results/ or the committed reference_results/; "
+                             "cells no store holds read 'not run'")
     parser.add_argument("--notebooks-dir", help="notebook folder; default notebooks/ of this checkout")
     parser.add_argument("--profiles-dir", help="profile yaml folder; default profiles/ beside the notebooks")
     return parser
@@ -432,6 +435,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; returns the exit status (0 ok, 1 a notebook failed, 2 bad options)."""
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
+    if args.render_only:  # inherited by the kernels papermill starts
+        os.environ["FEDLIB_RENDER_ONLY"] = "1"
     notebooks_dir = Path(args.notebooks_dir or REPO_ROOT / "notebooks").resolve()
     profiles_dir = Path(args.profiles_dir or notebooks_dir.parent / "profiles")
     try:
@@ -451,7 +456,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             args.profile, args.only, notebooks_dir=notebooks_dir, profiles_dir=profiles_dir,
             out_dir=args.out, device=args.device, data_dir=args.data, results_dir=args.results,
             figures_dir=args.figures, tables_dir=args.tables, kernel=args.kernel,
-            show_plan=args.profile == "paper",
+            show_plan=args.profile == "paper" and not args.render_only,
         )
     except FedlibError as error:
         print(f"error: {error}", file=sys.stderr)

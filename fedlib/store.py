@@ -43,6 +43,9 @@ STALE_CLAIM_SECONDS = 6 * 3600
 CLAIM_FILE = "claim.json"
 
 DEFAULT_RESULTS = "results"
+# the committed, read-only store of finished full-scale runs (metrics only, no checkpoints)
+REFERENCE_RESULTS = Path(__file__).resolve().parent.parent / "reference_results"
+REFERENCE_FILES = ("config.json", "meta.json", "rounds.jsonl", "summary.json")
 
 
 def results_root(results_dir: str | os.PathLike | None = None) -> Path:
@@ -53,6 +56,37 @@ def results_root(results_dir: str | os.PathLike | None = None) -> Path:
 def run_dir(cfg: RunConfig, results_dir: str | os.PathLike | None = None) -> Path:
     """The folder that holds (or will hold) the results of ``cfg``."""
     return results_root(results_dir or cfg.results_dir) / cfg.hash()
+
+
+def reference_root() -> Path | None:
+    """The read-only reference store ($FEDLIB_REFERENCE, else reference_results/ of this checkout;
+    ``FEDLIB_REFERENCE=off`` disables it)."""
+    value = os.environ.get("FEDLIB_REFERENCE")
+    if value == "off":
+        return None
+    return Path(value) if value else REFERENCE_RESULTS
+
+
+def reference_record(cfg: RunConfig) -> "RunRecord | None":
+    """The complete run of ``cfg`` in the reference store, if it holds one."""
+    root = reference_root()
+    if root is None:
+        return None
+    record = RunRecord(root / cfg.hash())
+    return record if record.complete else None
+
+
+def publish(record: "RunRecord", root: str | os.PathLike | None = None) -> Path:
+    """Copy a complete run's metrics (config, meta, rounds, summary; no checkpoint) into the
+    reference store; returns its folder there."""
+    if not record.complete:
+        raise FedlibError(f"run {record.folder} is not complete: only finished runs are published")
+    target = Path(root or reference_root() or REFERENCE_RESULTS) / record.folder.name
+    for name in REFERENCE_FILES:
+        source = record.folder / name
+        if source.exists():
+            write_atomic(target / name, source.read_bytes())
+    return target
 
 
 # ------------------------------------------------------------------ atomic writes

@@ -407,6 +407,7 @@ def cost_frame(results: Sequence[RunResult], targets: Sequence[float], labels: d
 
 # ---------------------------------------------------------------------- the paper's layout
 DIVERGED = "diverged"  # a cell one of whose runs diverged: no number is shown
+NOT_RUN = "not run"  # a cell none of whose runs is in a store (render-only mode)
 
 def paper_layout(frame: pd.DataFrame, value: str, index: str = "label",
                  columns: str | list[str] | None = ("dataset", "setting"), digits: int = 2,
@@ -427,12 +428,17 @@ def paper_layout(frame: pd.DataFrame, value: str, index: str = "label",
         mean, std = mean.loc[order], std.loc[order]
     text = experiments.format_mean_std(mean, std, digits=digits, mark_best=mark_best)
     text = text.mask(np.isinf(mean.astype(float)), NEVER)
-    if "diverged" in frame.columns and frame["diverged"].astype(bool).any():
-        flags = frame.assign(diverged=frame["diverged"].astype(float))
-        any_diverged, _ = experiments.mean_std(flags, index, columns, "diverged")
-        any_diverged = any_diverged.reindex(index=mean.index, columns=mean.columns).fillna(0) > 0
-        text = text.mask(any_diverged, DIVERGED)
+    for flag, label, rule in (("not_run", NOT_RUN, "all"), ("diverged", DIVERGED, "any")):
+        if flag in frame.columns and frame[flag].astype(bool).any():
+            text = text.mask(_flagged_cells(frame, flag, index, columns, mean, rule), label)
     return mean, std, text
+
+
+def _flagged_cells(frame: pd.DataFrame, flag: str, index, columns, like: pd.DataFrame, rule: str) -> pd.DataFrame:
+    """Cells of the paper layout where ``rule`` ("any" or "all") of the runs carry ``flag``."""
+    share, _ = experiments.mean_std(frame.assign(**{flag: frame[flag].astype(float)}), index, columns, flag)
+    share = share.reindex(index=like.index, columns=like.columns).fillna(0)
+    return share > 0 if rule == "any" else share >= 1
 
 
 # ---------------------------------------------------------------------- the paper's numbers

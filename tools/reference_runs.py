@@ -1,0 +1,106 @@
+"""Train the runs a table notebook declares at full scale, one after another, and publish each
+finished run to the committed reference store (reference_results/), committing it at once.
+
+    .venv/bin/python tools/reference_runs.py fedvls_table1_4_dirichlet --profile paper \\
+        --where dataset=mnist seed=0 beta=0.05 --methods fedavg,fedvls --commit
+
+Runs already in either store are skipped; a killed run resumes from its checkpoint in results/.
+Run it under nohup: it is meant to run for hours.
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from fedlib import engine, store  # noqa: E402
+from fedlib.errors import FedlibError  # noqa: E402
+from fedlib.plan import declared_configs  # noqa: E402
+from fedlib.reproduce import build_overrides, load_profiles  # noqa: E402
+
+
+def selected_configs(notebook: str, profile: str, where: dict[str, str], methods: list[str] | None,
+                     overrides: dict) -> list:
+    """The notebook's declared configs under ``profile`` (plus ``overrides``), filtered."""
+    path = ROOT / "notebooks" / f"{notebook}.ipynb"
+    profiles = load_profiles(ROOT / "profiles", notebook)
+    if profile not in profiles:
+        raise FedlibError(f"{notebook} has no {profile!r} profile; it has {sorted(profiles)}")
+    parameters = {**profiles[profile], **build_overrides(profile, "cpu", None, ROOT / "results", ROOT / "figures",
+                                                         ROOT / "tables"), **overrides}
+    configs = declared_configs(path, parameters) or []
+    keep = []
+    for cfg in configs:
+        if methods and cfg.method not in methods:
+            continue
+        if all(str(getattr(cfg, key)) == value for key, value in where.items()):
+            keep.append(cfg)
+    if methods:  # in the order asked for
+        keep.sort(key=lambda c: methods.index(c.method))
+    return list({c.hash(): c for c in keep}.values())
+
+
+def commit(folder: Path, message: str) -> None:
+    """git add + commit one published run, retrying while another commit holds the index."""
+    for _ in range(30):
+        add = subprocess.run(["git", "add", str(folder)], cwd=ROOT, capture_output=True, text=True)
+        done = add.returncode == 0 and subprocess.run(
+            ["git", "commit", "-q", "-m", message, "--", str(folder)], cwd=ROOT, capture_output=True,
+            text=True).returncode == 0
+        if done:
+            return
+        time.sleep(10)
+    print(f"could not commit {folder}; commit it by hand", flush=True)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("notebook")
+    parser.add_argument("--profile", default="paper")
+    parser.add_argument("--where", nargs="*", default=[], help="FIELD=VALUE filters on the declared configs")
+    parser.add_argument("--methods", help="comma-separated methods, run in this order")
+    parser.add_argument("--param", nargs="*", default=[], help="NAME=PYTHON_VALUE notebook parameter overrides")
+    parser.add_argument("--backend", default="threads")
+    parser.add_argument("--commit", action="store_true", help="git-commit each published run")
+    parser.add_argument("--dry-run", action="store_true", help="list the selected runs, train nothing")
+    args = parser.parse_args(argv)
+    import ast
+
+    where = dict(item.split("=", 1) for item in args.where)
+    overrides = {k: ast.literal_eval(v) for k, v in (item.split("=", 1) for item in args.param)}
+    methods = args.methods.split(",") if args.methods else None
+    configs = selected_configs(args.notebook, args.profile, where, methods, overrides)
+    print(f"{len(configs)} runs selected", flush=True)
+    for cfg in configs:
+        cfg = cfg.replace(device="cpu", backend=args.backend, results_dir=str(ROOT / "results"))
+        label = f"{cfg.hash()} {cfg.method} {cfg.dataset} {cfg.partition} beta={cfg.beta} seed={cfg.seed}"
+        if store.reference_record(cfg) is not None:
+            print(f"in the reference store: {label}", flush=True)
+            continue
+        if args.dry_run:
+            print(f"to run: {label}", flush=True)
+            continue
+        started = time.time()
+        result = engine.run(cfg, progress=False)
+        print(f"done in {time.time() - started:.0f} s: {label} best={result.best_accuracy:.4f} "
+              f"final={result.final_accuracy:.4f}", flush=True)
+        folder = store.publish(store.RunRecord(result.folder))
+        if args.commit:
+            commit(folder, f"reference store: {cfg.method} {cfg.dataset} {cfg.partition} beta={cfg.beta} "
+                           f"seed={cfg.seed} ({args.notebook}, {args.profile} profile), best "
+                           f"{100 * result.best_accuracy:.2f} %")
+    return 0
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main())
+    except FedlibError as error:
+        print(f"error: {error}", file=sys.stderr)
+        sys.exit(2)
