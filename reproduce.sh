@@ -75,6 +75,8 @@ print(hashlib.sha256(b"".join(open(f, "rb").read() for f in sys.argv[1:])).hexdi
 
 if [[ $do_install == 1 ]]; then
   setup_venv
+elif [[ -x .venv/bin/python && -z "${PYTHON:-}" ]]; then
+  python=.venv/bin/python  # --no-install: the environment an earlier run set up
 fi
 if [[ $install_only == 1 ]]; then
   exit 0

@@ -29,7 +29,7 @@ import pandas as pd
 
 from fedlib import experiments, store
 from fedlib.config import RunConfig
-from fedlib.engine import RunResult, load_run_dataset, run
+from fedlib.engine import RunResult, load_run_dataset, render_only, run
 from fedlib.errors import FedlibError, one_of
 
 PAPER_COLUMNS = ["paper", "table", "method", "dataset", "setting", "value", "std"]
@@ -88,6 +88,7 @@ def estimate_plan(configs: Sequence[RunConfig], results_dir: str | os.PathLike |
     measured by one probe round of its first missing config (run, not stored). The estimate is
     for the device this runs on.
     """
+    probe = probe and not render_only()  # rendering only: nothing trains, not even a probe round
     counts = experiments.plan(configs, results_dir)
     missing = _missing(configs, results_dir)
     rates = seconds_per_work(configs, results_dir)
@@ -166,7 +167,8 @@ def _cost_key(cfg: RunConfig) -> tuple:
 
 def _missing(configs: Iterable[RunConfig], results_dir) -> list[RunConfig]:
     unique = {c.hash(): c for c in configs}.values()
-    return [c for c in unique if not store.RunRecord(store.run_dir(c, results_dir)).complete]
+    return [c for c in unique if not store.RunRecord(store.run_dir(c, results_dir)).complete
+            and store.reference_record(c) is None]
 
 
 # ---------------------------------------------------------------------- our numbers
