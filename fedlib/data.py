@@ -106,8 +106,10 @@ _CACHE_FORMAT = 1
 # Train/test splits a run may ask for with dataset_options={"split": ...}; the engine applies them
 # with the run's seed (:func:`apply_split`). "pooled_75_25" is the FedVLS code's MNIST split;
 # "pooled_75_25_train_eval" also tests on its training part, as that code's swapped loaders do.
-SPLITS = ("standard", "pooled_75_25", "pooled_75_25_train_eval")
+SPLITS = ("standard", "pooled_75_25", "pooled_75_25_train_eval", "holdout_10")
 POOLED_TRAIN_FRACTION = 0.75
+HOLDOUT_FRACTION = 0.10  # "holdout_10": a stratified tenth of the training set becomes the test set
+_HOLDOUT_SEED_KEY = 1010
 _POOL_SEED_KEY = 7525  # mixed with the run seed, so the pool split and the partition draw apart
 
 
@@ -191,7 +193,9 @@ def split_option(options: dict) -> tuple[str, dict]:
 def apply_split(dataset: Dataset, split: str, seed: int) -> Dataset:
     """``dataset`` with the train/test split ``split`` (one of :data:`SPLITS`), seeded by ``seed``.
 
-    ``standard`` keeps the dataset's own split. ``pooled_75_25`` pools train and test and cuts
+    ``standard`` keeps the dataset's own split. ``holdout_10`` trains on 90 % of the training
+    set and tests on the other, stratified 10 % (the real test set is never seen: for pilots that
+    choose a setting before the test set is looked at). ``pooled_75_25`` pools train and test and cuts
     75 % train / 25 % test (the FedVLS code's MNIST data). ``pooled_75_25_train_eval`` trains on
     the same 75 % and also tests on it: the FedVLS code hands its server the 75 % loader as the
     test loader, so the paper's MNIST column measured accuracy on the clients' training data.
@@ -200,10 +204,26 @@ def apply_split(dataset: Dataset, split: str, seed: int) -> Dataset:
         raise one_of("split", split, SPLITS)
     if split == "standard":
         return dataset
+    if split == "holdout_10":
+        return holdout(dataset, HOLDOUT_FRACTION, seed)
     pooled = dataset.pooled(POOLED_TRAIN_FRACTION, seed)
     if split == "pooled_75_25_train_eval":
         pooled = replace(pooled, test_x=pooled.train_x, test_y=pooled.train_y, test_groups=pooled.train_groups)
     return pooled
+
+
+def holdout(dataset: Dataset, fraction: float, seed: int) -> Dataset:
+    """The training set cut in two, stratified and seeded: (1 - fraction) trains, fraction tests."""
+    labels = dataset.train_y
+    held = stratified_indices(labels, max(1, int(round(fraction * len(labels)))), seed + _HOLDOUT_SEED_KEY)
+    keep = torch.ones(len(labels), dtype=torch.bool)
+    keep[held] = False
+    kept = torch.nonzero(keep).flatten()
+    groups = dataset.train_groups
+    return replace(dataset, train_x=dataset.train_x[kept], train_y=labels[kept],
+                   test_x=dataset.train_x[held], test_y=labels[held],
+                   train_groups=None if groups is None else groups[kept.numpy()],
+                   test_groups=None if groups is None else groups[held.numpy()])
 
 
 def stratified_indices(labels: torch.Tensor, limit: int | None, seed: int) -> torch.Tensor:

@@ -253,3 +253,31 @@ def test_pkd_runs_end_to_end_with_discovered_groups_and_resumes_from_extras():
     x, _ = next(client.eval_batches(8))
     assert torch.allclose(ctx.teachers["pkd_expert_0"](x), expert(x))
     assert restored.extras["pkd_expert_cost"] == server.extras["pkd_expert_cost"]
+
+
+def test_partial_kd_normalisations_divide_by_batch_or_fired_count():
+    from fedlib.algorithms.pkd import expert_assignment, partial_kd_loss
+
+    torch.manual_seed(0)
+    student = torch.randn(8, 4)
+    labels = torch.tensor([0, 1, 0, 1, 2, 3, 2, 3])
+    student[:, :2] = torch.tensor([[-1.0, 2.0], [2.0, -1.0]]).repeat(4, 1)  # rows 0-3 mispredict within {0, 1}
+    groups, experts = [[0, 1]], [torch.randn(8, 2)]
+    fired = expert_assignment(student, labels, groups)
+    count = float(fired.sum())
+    assert 0 < count < 8
+    per_batch = partial_kd_loss(student, experts, labels, groups, T=5.0, fired=fired)
+    per_fired = partial_kd_loss(student, experts, labels, groups, T=5.0, fired=fired, normalise="fired")
+    with_t2 = partial_kd_loss(student, experts, labels, groups, T=5.0, fired=fired, normalise="fired", t_squared=True)
+    assert torch.allclose(per_fired, per_batch * 8 / count)
+    assert torch.allclose(with_t2, per_fired * 25)
+    none_fired = torch.zeros_like(fired)
+    assert float(partial_kd_loss(student, experts, labels, groups, fired=none_fired, normalise="fired")) == 0.0
+
+
+def test_the_normalise_argument_keeps_stored_hashes_at_its_default():
+    from fedlib.config import RunConfig
+
+    base = RunConfig(dataset="synthetic", model="mlp", method="pkd", rounds=3)
+    assert "normalise" not in base.hashed_fields()["method_args"]
+    assert base.replace(method_args={"normalise": "fired"}).hash() != base.hash()

@@ -575,3 +575,19 @@ def test_real_cifar10_jpeg():
     assert cifar.class_names == data.CIFAR10_CLASSES
     measured_mean, _ = data.channel_stats(cifar.train_x[::10])
     assert measured_mean == pytest.approx(cifar.mean, abs=0.01)
+
+
+def test_holdout_split_tests_on_a_stratified_tenth_of_the_training_set():
+    from fedlib.data import apply_split, load_dataset
+
+    data = load_dataset("digits")
+    held = apply_split(data, "holdout_10", seed=0)
+    assert len(held.train_y) + len(held.test_y) == len(data.train_y)
+    assert abs(len(held.test_y) - round(0.1 * len(data.train_y))) <= 1
+    # every held-out image comes from the training set, none from the test set
+    train_rows = {bytes(x.numpy()) for x in data.train_x}
+    assert all(bytes(x.numpy()) in train_rows for x in held.test_x[:50])
+    counts = torch.bincount(held.test_y, minlength=data.num_classes).float()
+    assert float(counts.min()) >= 0.5 * float(counts.mean())  # stratified
+    again = apply_split(data, "holdout_10", seed=0)
+    assert torch.equal(again.test_y, held.test_y)

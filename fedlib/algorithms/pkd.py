@@ -26,6 +26,11 @@ Three stages, all inside the normal round loop (Algorithm 1 of the paper):
    D_KL(p_s || p_e); the standard KD direction KL(p_e || p_s) is the default and the printed one
    is ``kl_direction="printed"``. At most one expert per sample: when a (true, predicted) pair
    lies in several groups, the smallest such group fires (ties: earlier in ``groups``).
+   The paper does not state the loss scale. With 0.3-16 % of a batch fired and T = 5, the
+   default (divide by the batch size B, no T^2) makes the KD gradient 150-7,500 times weaker than
+   a mean over the fired samples with T^2: ``normalise="fired"`` divides by the number of fired
+   samples instead, ``t_squared=True`` multiplies by T^2. A pilot on held-out training data
+   (``dataset_options={"split": "holdout_10"}``) is meant to choose between them.
 
 Cost (Sec. 3.3, unit U = one FedAvg local-training round over the participating clients, Eq. 3):
 a warm-up round costs 1 U (Eq. 4); an expert round (E_exp / E) * n_g / n, the share of the
@@ -101,8 +106,9 @@ def group_kl(student_logits: Tensor, expert_logits: Tensor, T: float, direction:
 
 def partial_kd_loss(student_logits: Tensor, expert_logits_per_group: Sequence[Tensor], labels: Tensor,
                     groups: Sequence[Sequence[int]], T: float = 5.0, kl_direction: str = "standard",
-                    t_squared: bool = False, fired: Tensor | None = None) -> Tensor:
-    """L_PKD for one batch: the fired samples' group KL, summed and divided by the batch size.
+                    t_squared: bool = False, fired: Tensor | None = None, normalise: str = "batch") -> Tensor:
+    """L_PKD for one batch: the fired samples' group KL, summed and divided by the batch size
+    (``normalise="batch"``) or by the number of fired samples (``"fired"``, at least 1).
 
     ``expert_logits_per_group[g]`` is expert g's (B, |g|) output on the whole batch; samples for
     which no expert fires contribute exactly 0. ``t_squared`` multiplies by T^2 (Hinton et al.'s
@@ -117,7 +123,8 @@ def partial_kd_loss(student_logits: Tensor, expert_logits_per_group: Sequence[Te
         kl = group_kl(student_logits.index_select(1, columns), expert_logits, T, kl_direction)
         total = total + (fired[:, g] * kl).sum()
     scale = T ** 2 if t_squared else 1.0
-    return scale * total / student_logits.shape[0]
+    count = fired.sum().clamp_min(1.0) if normalise == "fired" else student_logits.shape[0]
+    return scale * total / count
 
 
 # ====================================================================== expert training
@@ -203,7 +210,7 @@ class PKD(Algorithm):
     paper = "Gan et al., Partial Knowledge Distillation (PKD), 2024"
     defaults = {
         "warmup_rounds": 20, "expert_rounds": 25, "expert_local_epochs": 0,  # 0: the run's E
-        "T": 5.0, "lam": 1.0, "kl_direction": "standard", "t_squared": False,
+        "T": 5.0, "lam": 1.0, "kl_direction": "standard", "t_squared": False, "normalise": "batch",
         "groups": [],  # [] discovers them; else e.g. [[0, 6], [2, 4, 6]]
         "max_groups": 2,  # the G worst groups get experts; 0 keeps every group found
         "confusion": "soft", "confusion_ratio": 0.5, "distance_quantile": 0.5,
@@ -218,7 +225,8 @@ class PKD(Algorithm):
         "cifar10": {"lam": 0.5, "max_groups": 1},
         "cifar100": {"lam": 0.5},
     }
-    choices = {"kl_direction": ("standard", "printed"), "confusion": ("soft", "hard"),
+    later_defaults = {"normalise": "batch"}  # the loss before the argument existed: hashes kept
+    choices = {"normalise": ("batch", "fired"), "kl_direction": ("standard", "printed"), "confusion": ("soft", "hard"),
                "grouping": GROUPINGS, "expert_init": ("scratch", "global")}
 
     # ------------------------------------------------------------------ server side
@@ -321,7 +329,8 @@ class PKD(Algorithm):
         ctx.extras["pkd_fired"] = ctx.extras["pkd_fired"] + fired.sum(0)
         ctx.extras["pkd_seen"] += labels.shape[0]
         distill = partial_kd_loss(out.logits, expert_logits, labels, groups, self.hp["T"],
-                                  self.hp["kl_direction"], self.hp["t_squared"], fired=fired)
+                                  self.hp["kl_direction"], self.hp["t_squared"], fired=fired,
+                                  normalise=self.hp["normalise"])
         return ce + self.hp["lam"] * distill
 
     def client_upload(self, model: nn.Module, ctx: ClientContext, update: ClientUpdate) -> None:
