@@ -61,6 +61,40 @@ def accuracy_curves(curves: dict[str, Sequence[float]], ax=None, rounds: Sequenc
     return ax
 
 
+def curve_panels(results, key: str = "accuracy", ylabel: str = "test accuracy (%)", columns: int = 3):
+    """One panel per (dataset, partition setting) of ``results`` that holds stored rounds, one
+    line per method: ``key`` against the round (runs without rounds, e.g. not run, are left out).
+    Returns the figure, or None when no run has rounds."""
+    import matplotlib.pyplot as plt
+
+    panels: dict[str, dict[str, list]] = {}
+    for result in results:
+        rows = [r for r in result.rounds if key in r]
+        if not rows:
+            continue
+        cfg = result.config
+        title = f"{cfg.dataset}, {cfg.partition}" + (f" β={cfg.beta:g}" if cfg.partition == "dirichlet" else "")
+        label = cfg.method if cfg.seed == 0 else f"{cfg.method} (seed {cfg.seed})"
+        panels.setdefault(title, {})[label] = ([r["round"] + 1 for r in rows], [r[key] for r in rows])
+    if not panels:
+        return None
+    count = len(panels)
+    width = min(columns, count)
+    height = -(-count // width)
+    fig, axes = plt.subplots(height, width, figsize=(4.6 * width, 3.4 * height), squeeze=False)
+    for ax, (title, lines) in zip(axes.flat, panels.items()):
+        for label, (rounds, values) in lines.items():
+            ax.plot(rounds, 100 * np.asarray(values, dtype=float), label=label, lw=1.4)
+        ax.set_title(title)
+        ax.set_xlabel("communication round")
+        ax.set_ylabel(ylabel)
+        ax.legend(frameon=False, fontsize="small")
+    for ax in list(axes.flat)[count:]:
+        ax.set_visible(False)
+    fig.tight_layout()
+    return fig
+
+
 def class_accuracy_bars(series: dict[str, Sequence[float]], class_names: Sequence[str], ax=None,
                         marks: dict[str, Sequence[int]] | None = None, title: str | None = None):
     """Grouped bars of class-wise accuracy (%), one group per class, one bar per series.
