@@ -33,7 +33,8 @@ def _add_run_arguments(p: argparse.ArgumentParser) -> None:
                    help="quantity partition: symmetric, or official (the FedVLS code's cut of each class)")
     p.add_argument("--min-client-size", type=int, default=10, help="dirichlet: redraw until every client has this many")
     p.add_argument("--dataset-split", default=None,
-                   help="re-split train/test with the run's seed: standard, pooled_75_25, pooled_75_25_train_eval")
+                   help="re-split train/test with the run's seed: standard, pooled_75_25, pooled_75_25_train_eval, "
+                        "holdout_10 (test on a held-out tenth of the training set)")
     p.add_argument("--max-train-samples", type=int, default=None, help="stratified subset of the train set")
     p.add_argument("--max-test-samples", type=int, default=None)
     p.add_argument("--augmentation", default="auto")
