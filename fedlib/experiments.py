@@ -38,8 +38,7 @@ def grid(base: RunConfig, **axes: Sequence[Any]) -> list[RunConfig]:
 def plan(configs: Iterable[RunConfig], results_dir: str | os.PathLike | None = None) -> dict[str, int]:
     """How many of ``configs`` are distinct, and how many of those are already stored."""
     unique = {c.hash(): c for c in configs}
-    stored = sum(store.RunRecord(store.run_dir(c, results_dir)).complete or store.reference_record(c) is not None
-                 for c in unique.values())
+    stored = sum(store.is_stored(c, results_dir) for c in unique.values())
     return {"runs": len(unique), "stored": stored, "to_run": len(unique) - stored}
 
 

@@ -76,6 +76,11 @@ def reference_record(cfg: RunConfig) -> "RunRecord | None":
     return record if record.complete else None
 
 
+def is_stored(cfg: RunConfig, results_dir: str | os.PathLike | None = None) -> bool:
+    """Whether a complete run of ``cfg`` is in the working store or the reference store."""
+    return RunRecord(run_dir(cfg, results_dir)).complete or reference_record(cfg) is not None
+
+
 def publish(record: "RunRecord", root: str | os.PathLike | None = None) -> Path:
     """Copy a complete run's metrics (config, meta, rounds, summary; no checkpoint) into the
     reference store; returns its folder there."""

@@ -167,8 +167,7 @@ def _cost_key(cfg: RunConfig) -> tuple:
 
 def _missing(configs: Iterable[RunConfig], results_dir) -> list[RunConfig]:
     unique = {c.hash(): c for c in configs}.values()
-    return [c for c in unique if not store.RunRecord(store.run_dir(c, results_dir)).complete
-            and store.reference_record(c) is None]
+    return [c for c in unique if not store.is_stored(c, results_dir)]
 
 
 # ---------------------------------------------------------------------- our numbers
