@@ -213,7 +213,8 @@ def best_within_rounds(results: Sequence[RunResult], budgets: Sequence[int]) -> 
 
     This is how a shorter budget reads under the best-over-rounds convention (FedED Table 4):
     the runs are not repeated, their stored curves are cut at round N. The ``setting`` column
-    gains ``;round=N`` as in ``fedlib/paper_results``.
+    gains ``;round=N`` as in ``fedlib/paper_results``; ``not_run`` and ``diverged`` carry the
+    run's flags, so :func:`paper_layout` shows those cells as such.
     """
     rows = []
     for result in results:
@@ -226,7 +227,9 @@ def best_within_rounds(results: Sequence[RunResult], budgets: Sequence[int]) -> 
             rows.append({"hash": result.config.hash(), "label": result.config.method,
                          "dataset": result.config.dataset, "seed": result.config.seed, "round": budget,
                          "setting": f"{setting_label(result.config)};round={budget}",
-                         "best_accuracy": 100 * float(within.max()) if len(within) else float("nan")})
+                         "best_accuracy": 100 * float(within.max()) if len(within) else float("nan"),
+                         "not_run": bool(result.summary.get("not_run", False)),
+                         "diverged": bool(result.summary.get("diverged", False))})
     return pd.DataFrame(rows)
 
 

@@ -109,6 +109,15 @@ def test_best_within_rounds_cuts_the_stored_curve():
         tables.best_within_rounds([result], [5])
 
 
+def test_best_within_rounds_marks_runs_no_store_holds_as_not_run():
+    stored = fake_result(BASE, [0.1, 0.5, 0.3, 0.9])
+    missing = RunResult.not_run(BASE.replace(method="fedvls"))
+    frame = tables.best_within_rounds([stored, missing], [2, 4])
+    _, _, text = tables.paper_layout(frame, "best_accuracy", row_order=["fedavg", "fedvls"])
+    assert (text.loc["fedvls"] == tables.NOT_RUN).all()
+    assert not text.loc["fedavg"].isin([tables.NOT_RUN]).any()
+
+
 def layout_from_fake_runs():
     results = [fake_result(BASE.replace(method=m, beta=b, seed=s), [acc + s / 100])
                for m, acc in (("fedavg", 0.6), ("fedvls", 0.7)) for b in (0.1, 0.5) for s in (0, 1)]
