@@ -4,10 +4,15 @@ There is no DataLoader and no PIL in the training loop: the engine indexes a uin
 already lives on the device and calls :func:`prepare_batch`. Every random choice is drawn per
 sample from the given ``torch.Generator``, so one seed always yields the same batch.
 
-Order, as in the papers' transform pipelines: random crop with zero padding -> horizontal
-flip -> AutoAugment (uint8) -> scale to [0, 1] and normalise -> Cutout. Cutout comes after
-normalisation as in the FedNTD/FedLMD code, so the cut square is 0 in normalised units (the
+Order, as in the papers' transform pipelines: random crop with zero (or reflect) padding ->
+horizontal flip -> AutoAugment (uint8) -> scale to [0, 1] and normalise -> Cutout. Cutout comes
+after normalisation as in the FedNTD/FedLMD code, so the cut square is 0 in normalised units (the
 dataset's mean colour), not black. Evaluation batches use normalisation only (``spec=None``).
+
+Presets and where the papers' code uses them: ``crop_flip_autoaugment`` is FedVLS on CIFAR-10/100
+(its ``--auto_aug`` defaults to True), ``autoaugment`` alone FedVLS on TinyImageNet (64x64, no
+crop or flip); ``crop_flip_cutout`` is FedNTD/FedLMD on MNIST, CIFAR-10/100, and
+``reflect_crop_flip`` their CINIC-10 pipeline (reflect-pad 4, random 32x32 crop, flip, no Cutout).
 
 AutoAugment follows torchvision's CIFAR-10 policy (25 sub-policies, 10 magnitude bins, nearest
 interpolation, black fill). Simplification: instead of one image at a time, the batch is grouped
@@ -36,11 +41,17 @@ class AugmentSpec:
     hflip: bool = False
     cutout: int = 0  # side of the Cutout square (16 for FedNTD/FedLMD CIFAR); 0 = off
     autoaugment: bool = False  # AutoAugment, CIFAR-10 policy
+    padding_mode: str = "constant"  # how the crop pads: "constant" (zeros) or "reflect" (mirror, edge excluded)
 
     def __post_init__(self):
         if self.crop_padding < 0 or self.cutout < 0:
             raise FedlibError(
                 f"crop_padding and cutout must be >= 0, got {self.crop_padding} and {self.cutout}")
+        if self.padding_mode not in PADDING_MODES:
+            raise one_of("padding_mode", self.padding_mode, PADDING_MODES)
+
+
+PADDING_MODES = ("constant", "reflect")
 
 
 AUGMENTATIONS: dict[str, AugmentSpec] = {
@@ -48,6 +59,8 @@ AUGMENTATIONS: dict[str, AugmentSpec] = {
     "crop_flip": AugmentSpec(crop_padding=4, hflip=True),
     "crop_flip_cutout": AugmentSpec(crop_padding=4, hflip=True, cutout=16),
     "crop_flip_autoaugment": AugmentSpec(crop_padding=4, hflip=True, autoaugment=True),
+    "autoaugment": AugmentSpec(autoaugment=True),
+    "reflect_crop_flip": AugmentSpec(crop_padding=4, hflip=True, padding_mode="reflect"),
 }
 
 _GREY_OR_TOY = {"mnist", "fashion_mnist", "femnist", "digits", "synthetic"}
@@ -56,6 +69,11 @@ _PAPER_AUGMENTATION = {
     "fedvls": "crop_flip_autoaugment", "feded": "crop_flip_autoaugment",
     "fedntd": "crop_flip_cutout", "fedlmd": "crop_flip_cutout",
     "pkd": "crop_flip", "fedcsd": "crop_flip",
+}
+# Datasets on which a paper's code departs from its usual colour pipeline.
+_PAPER_DATASET_AUGMENTATION = {
+    ("fedvls", "tinyimagenet"): "autoaugment", ("feded", "tinyimagenet"): "autoaugment",
+    ("fedntd", "cinic10"): "reflect_crop_flip", ("fedlmd", "cinic10"): "reflect_crop_flip",
 }
 
 
@@ -70,7 +88,8 @@ def default_augmentation(dataset: str, method_paper: str | None = None) -> str:
     """Preset name for a dataset: "none" for grey/toy data, "crop_flip" for colour images.
 
     ``method_paper`` (fedvls, feded, fedntd, fedlmd, pkd, fedcsd) picks that paper's own
-    colour-image pipeline, e.g. AutoAugment for FedVLS and Cutout for FedNTD/FedLMD.
+    colour-image pipeline, e.g. AutoAugment for FedVLS (alone on TinyImageNet) and Cutout for
+    FedNTD/FedLMD (none on CINIC-10).
     """
     if dataset not in DATASETS:
         raise one_of("dataset", dataset, DATASETS)
@@ -79,7 +98,9 @@ def default_augmentation(dataset: str, method_paper: str | None = None) -> str:
         raise one_of("method paper", method_paper, _PAPER_AUGMENTATION)
     if dataset in _GREY_OR_TOY:
         return "none"
-    return "crop_flip" if paper is None else _PAPER_AUGMENTATION[paper]
+    if paper is None:
+        return "crop_flip"
+    return _PAPER_DATASET_AUGMENTATION.get((paper, dataset), _PAPER_AUGMENTATION[paper])
 
 
 def prepare_batch(
@@ -99,7 +120,7 @@ def prepare_batch(
             f"got {x_uint8.dtype} {tuple(x_uint8.shape)}")
     images = x_uint8
     if spec is not None and spec.crop_padding > 0:
-        images = random_crop(images, spec.crop_padding, generator)
+        images = random_crop(images, spec.crop_padding, generator, spec.padding_mode)
     if spec is not None and spec.hflip:
         images = random_hflip(images, generator)
     if spec is not None and spec.autoaugment:
@@ -145,11 +166,13 @@ def normalize(x_uint8: torch.Tensor, mean: tuple[float, ...], std: tuple[float, 
 
 
 def random_crop(
-    images: torch.Tensor, padding: int, generator: torch.Generator | None = None
+    images: torch.Tensor, padding: int, generator: torch.Generator | None = None,
+    padding_mode: str = "constant",
 ) -> torch.Tensor:
-    """RandomCrop(size, padding): zero-pad once, then cut each sample at its own offset."""
+    """RandomCrop(size, padding): pad once (zeros, or a mirror image for ``padding_mode="reflect"``),
+    then cut each sample at its own offset."""
     n, _, height, width = images.shape
-    padded = torch.nn.functional.pad(images, (padding, padding, padding, padding))
+    padded = pad_images(images, padding, padding_mode)
     offsets = _randint(2 * padding + 1, (n, 2), generator, images.device)
     rows = offsets[:, :1] + torch.arange(height, device=images.device)  # (n, H)
     cols = offsets[:, 1:] + torch.arange(width, device=images.device)  # (n, W)
@@ -157,6 +180,28 @@ def random_crop(
     # Advanced indices around the channel slice put their dims first: (n, H, W, C).
     crops = padded[batch, :, rows[:, :, None], cols[:, None, :]]
     return crops.permute(0, 3, 1, 2).contiguous()
+
+
+def pad_images(images: torch.Tensor, padding: int, mode: str = "constant") -> torch.Tensor:
+    """Pad H and W by ``padding`` on each side: zeros, or ``torch.nn.functional.pad``'s reflect
+    (mirror without repeating the edge pixel), done by indexing so any dtype and device works."""
+    if mode == "constant":
+        return torch.nn.functional.pad(images, (padding, padding, padding, padding))
+    if mode != "reflect":
+        raise one_of("padding_mode", mode, PADDING_MODES)
+    height, width = images.shape[-2:]
+    if padding >= min(height, width):
+        raise FedlibError(f"reflect padding {padding} needs images larger than {padding} pixels, "
+                          f"got {height}x{width}")
+    rows = _reflected_indices(height, padding, images.device)
+    cols = _reflected_indices(width, padding, images.device)
+    return images[:, :, rows[:, None], cols[None, :]]
+
+
+def _reflected_indices(size: int, padding: int, device) -> torch.Tensor:
+    """Source index of each padded position: -1 -> 1, size -> size - 2 (the edge is the mirror)."""
+    positions = torch.arange(-padding, size + padding, device=device).abs()
+    return torch.where(positions > size - 1, 2 * (size - 1) - positions, positions)
 
 
 def random_hflip(images: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:

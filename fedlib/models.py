@@ -13,6 +13,10 @@ Architectures and the choices we made where the papers leave room:
   inputs of 28x28 or smaller the first conv pads by 2, as classic LeNet-5 does for MNIST, so
   a 28x28 digit is seen as 32x32 and the count is LeNet-5's 61,706 (10 classes, grey) either
   way; 32x32 inputs are not padded. Override with ``first_padding``.
+- ``simple_cnn`` (FedCSD's FEMNIST network): MOON's "simple CNN" (Li et al. 2021, code
+  ``SimpleCNN``/``SimpleCNNMNIST``), LeNet-5's layers with no padding at any input size: on a
+  28x28 grey image the FC layer reads 16x4x4 = 256 values (44,426 parameters for 10 classes),
+  where ``lenet5`` pads to 32x32 and reads 400 (61,706). On 32x32 inputs the two are one network.
 - ``cnn2`` (FedNTD/FedLMD) and ``convnet_s`` (PKD): the same network. PKD says ConvNet-S is
   the CNN of McMahan et al. 2017, which is exactly the FedNTD "2-conv CNN" (1,663,370
   parameters on MNIST, 2,156,490 on CIFAR-10). Both names are kept so configs read like papers.
@@ -52,7 +56,7 @@ from torch import nn
 from fedlib.errors import FedlibError, one_of
 
 MODELS: tuple[str, ...] = (
-    "mlp", "lenet5", "cnn2", "convnet_s", "vgg9", "resnet8", "resnet32", "resnet56",
+    "mlp", "lenet5", "simple_cnn", "cnn2", "convnet_s", "vgg9", "resnet8", "resnet32", "resnet56",
     "resnet18", "resnet18_imagenet", "resnet50", "mobilenetv2", "alexnet",
 )
 
@@ -192,8 +196,17 @@ def _lenet5(in_channels: int, image_size: int,
             first_padding: int | None = None) -> tuple[nn.Module, int]:
     if first_padding is None:
         first_padding = 2 if image_size <= 28 else 0  # MNIST's 28x28 seen as 32x32
+    return _lenet_body("lenet5", in_channels, image_size, first_padding)
+
+
+def _simple_cnn(in_channels: int, image_size: int) -> tuple[nn.Module, int]:
+    return _lenet_body("simple_cnn", in_channels, image_size, first_padding=0)
+
+
+def _lenet_body(name: str, in_channels: int, image_size: int, first_padding: int) -> tuple[nn.Module, int]:
+    """conv5x5 -> 6, max-pool, conv5x5 -> 16, max-pool, FC 120, FC 84 (ReLU after each)."""
     conv_pool = [(5, 1, first_padding), (2, 2, 0), (5, 1, 0), (2, 2, 0)]
-    spatial = _spatial_after("lenet5", image_size, conv_pool)
+    spatial = _spatial_after(name, image_size, conv_pool)
     body = nn.Sequential(
         nn.Conv2d(in_channels, 6, 5, padding=first_padding), nn.ReLU(), nn.MaxPool2d(2),
         nn.Conv2d(6, 16, 5), nn.ReLU(), nn.MaxPool2d(2),
@@ -417,6 +430,7 @@ def _mobilenetv2(in_channels: int, image_size: int) -> tuple[nn.Module, int]:
 _BUILDERS: dict[str, Callable[..., tuple[nn.Module, int]]] = {
     "mlp": _mlp,
     "lenet5": _lenet5,
+    "simple_cnn": _simple_cnn,
     "cnn2": _cnn2,
     "convnet_s": _convnet_s,
     "vgg9": _vgg9,

@@ -437,8 +437,14 @@ MEAN, STD = (0.5, 0.5, 0.5), (0.25, 0.25, 0.25)
 
 
 def test_presets_and_defaults():
-    assert set(AUGMENTATIONS) == {"none", "crop_flip", "crop_flip_cutout", "crop_flip_autoaugment"}
+    assert set(AUGMENTATIONS) == {"none", "crop_flip", "crop_flip_cutout", "crop_flip_autoaugment", "autoaugment",
+                                  "reflect_crop_flip"}
     assert augment_spec("crop_flip_cutout").cutout == 16
+    # FedVLS: crop + flip + AutoAugment on CIFAR, AutoAugment alone on TinyImageNet
+    assert augment_spec("crop_flip_autoaugment") == AugmentSpec(crop_padding=4, hflip=True, autoaugment=True)
+    assert augment_spec("autoaugment") == AugmentSpec(autoaugment=True)
+    # FedNTD/FedLMD on CINIC-10: reflect-padded crop + flip, no Cutout
+    assert augment_spec("reflect_crop_flip") == AugmentSpec(crop_padding=4, hflip=True, padding_mode="reflect")
     with pytest.raises(FedlibError, match="unknown augmentation"):
         augment_spec("flip")
     assert default_augmentation("mnist") == "none"
@@ -446,10 +452,15 @@ def test_presets_and_defaults():
     assert default_augmentation("cifar100", "FedVLS") == "crop_flip_autoaugment"
     assert default_augmentation("cifar10", "fedlmd") == "crop_flip_cutout"
     assert default_augmentation("mnist", "fedvls") == "none"
+    assert default_augmentation("tinyimagenet", "fedvls") == "autoaugment"
+    assert default_augmentation("cinic10", "fedntd") == default_augmentation("cinic10", "FedLMD") == "reflect_crop_flip"
+    assert default_augmentation("cinic10") == "crop_flip"
     with pytest.raises(FedlibError):
         default_augmentation("cifar10", "unknown_paper")
     with pytest.raises(FedlibError):
         AugmentSpec(crop_padding=-1)
+    with pytest.raises(FedlibError, match="padding_mode"):
+        AugmentSpec(crop_padding=4, padding_mode="edge")
 
 
 @pytest.mark.parametrize("name", sorted(AUGMENTATIONS))
@@ -504,6 +515,60 @@ def test_crop_with_padding_shifts_content():
         assert len(matches) == 1  # every crop is exactly one window of the padded image
         offsets.add(matches[0])
     assert len(offsets) > 10 and (2, 2) in offsets
+
+
+def test_reflect_crop_cuts_windows_of_the_mirrored_image():
+    batch = ramp_batch(n=64, size=8)
+    out = prepare_batch(batch, MEAN, STD, AugmentSpec(crop_padding=2, padding_mode="reflect"),
+                        torch.Generator().manual_seed(0))
+    mirrored = torch.nn.functional.pad(normalize(batch, MEAN, STD), (2, 2, 2, 2), mode="reflect")
+    offsets = set()
+    for sample in range(len(out)):
+        matches = [(dy, dx) for dy in range(5) for dx in range(5)
+                   if torch.equal(out[sample], mirrored[sample, :, dy:dy + 8, dx:dx + 8])]
+        assert len(matches) == 1  # one window of the reflect-padded image, never a zero border
+        offsets.add(matches[0])
+    assert len(offsets) > 10 and (0, 0) in offsets
+    # the same offsets as the zero-padded crop: the centre (inside the image at any offset) agrees
+    zero = prepare_batch(batch, MEAN, STD, AugmentSpec(crop_padding=2), torch.Generator().manual_seed(0))
+    assert torch.equal(out[:, :, 2:-2, 2:-2], zero[:, :, 2:-2, 2:-2]) and not torch.equal(out, zero)
+
+
+def test_reflect_padding_equals_torch_on_uint8_and_rejects_too_much():
+    from fedlib.augment import pad_images
+
+    batch = torch.randint(0, 256, (3, 3, 32, 32), generator=torch.Generator().manual_seed(2), dtype=torch.uint8)
+    expected = torch.nn.functional.pad(batch.float(), (4, 4, 4, 4), mode="reflect").to(torch.uint8)
+    assert torch.equal(pad_images(batch, 4, "reflect"), expected)
+    assert torch.equal(pad_images(batch, 4), torch.nn.functional.pad(batch, (4, 4, 4, 4)))
+    with pytest.raises(FedlibError, match="reflect padding"):
+        pad_images(batch[:, :, :4, :4], 4, "reflect")
+
+
+def test_autoaugment_alone_keeps_64x64_tinyimagenet_images_in_place():
+    batch = torch.randint(0, 256, (64, 3, 64, 64), generator=torch.Generator().manual_seed(3), dtype=torch.uint8)
+    spec = augment_spec("autoaugment")
+    out = prepare_batch(batch, MEAN, STD, spec, torch.Generator().manual_seed(0))
+    assert out.shape == batch.shape and out.dtype == torch.float32
+    assert torch.equal(out, prepare_batch(batch, MEAN, STD, spec, torch.Generator().manual_seed(0)))
+    unchanged = [torch.equal(o, p) for o, p in zip(out, normalize(batch, MEAN, STD))]
+    assert 5 < sum(unchanged) < 60  # no crop or flip: a sample no sub-policy touched is the image itself
+    # translations scale with the image: 150/331 of 64 pixels at the top bin, as torchvision's table
+    assert op_magnitude("TranslateX", 9, 64, 64) == pytest.approx(150 / 331 * 64)
+    assert op_magnitude("TranslateY", 9, 64, 32) == pytest.approx(150 / 331 * 64)
+
+
+def test_autoaugment_magnitudes_match_torchvision_at_64_pixels():
+    from torchvision.transforms import AutoAugment, AutoAugmentPolicy
+
+    reference = AutoAugment(AutoAugmentPolicy.CIFAR10)
+    if not hasattr(reference, "_augmentation_space"):
+        pytest.skip("this torchvision keeps its AutoAugment tables elsewhere")
+    for op, (magnitudes, _) in reference._augmentation_space(10, (64, 64)).items():
+        for magnitude_bin in range(10):
+            expected = float(magnitudes[magnitude_bin]) if magnitudes.ndim else 0.0
+            ours = op_magnitude(op, magnitude_bin if magnitudes.ndim else None, 64, 64)
+            assert ours == pytest.approx(expected, abs=1e-4), (op, magnitude_bin)
 
 
 def test_cutout_zeroes_one_clipped_square():

@@ -11,7 +11,7 @@ from fedlib.errors import FedlibError
 from fedlib.models import (MOBILENETV2_STAGES, MODELS, FedModel, build_model, count_parameters,
                            replace_classifier)
 
-CONTRACT_MODELS = ("mlp", "lenet5", "cnn2", "convnet_s", "vgg9", "resnet8", "resnet32",
+CONTRACT_MODELS = ("mlp", "lenet5", "simple_cnn", "cnn2", "convnet_s", "vgg9", "resnet8", "resnet32",
                    "resnet56", "resnet18", "resnet18_imagenet", "resnet50", "mobilenetv2",
                    "alexnet")
 
@@ -98,6 +98,11 @@ PARAMETER_COUNTS = [
      conv(1, 6, 5) + conv(6, 16, 5) + fc(400, 120) + fc(120, 84) + fc(84, 10), 61_706),
     # ... and the same network on 28x28 MNIST (first conv padded by 2).
     ("lenet5", dict(in_channels=1, image_size=28), 10, None, 61_706),
+    # MOON's simple CNN (FedCSD's FEMNIST network): the same layers unpadded, FC reads 16x4x4 on 28x28 ...
+    ("simple_cnn", dict(in_channels=1, image_size=28), 10,
+     conv(1, 6, 5) + conv(6, 16, 5) + fc(256, 120) + fc(120, 84) + fc(84, 10), 44_426),
+    # ... and MOON's CIFAR "simple-cnn" (16x5x5) on 32x32 colour images, LeNet-5 there.
+    ("simple_cnn", dict(), 10, conv(3, 6, 5) + conv(6, 16, 5) + fc(400, 120) + fc(120, 84) + fc(84, 10), 62_006),
     # FedNTD/FedLMD 2-conv CNN on CIFAR-10.
     ("cnn2", dict(), 10,
      conv(3, 32, 5) + conv(32, 64, 5) + fc(64 * 8 * 8, 512) + fc(512, 10), 2_156_490),
@@ -143,6 +148,20 @@ def test_parameter_counts_match_published_and_arithmetic(name, kwargs, classes, 
     assert counted == published
     if arithmetic is not None:
         assert counted == arithmetic
+
+
+def test_simple_cnn_is_lenet5_without_the_28x28_padding():
+    grey = torch.randn(2, 1, 28, 28)
+    simple, lenet = build_model("simple_cnn", 10, 1, 28), build_model("lenet5", 10, 1, 28)
+    assert simple.body[0].padding == (0, 0) and lenet.body[0].padding == (2, 2)
+    assert simple.body[7].in_features == 16 * 4 * 4 and lenet.body[7].in_features == 16 * 5 * 5
+    assert simple(grey, return_features=True)[0].shape == (2, 84)
+    torch.manual_seed(0)
+    colour_simple = build_model("simple_cnn", 10, 3, 32)
+    torch.manual_seed(0)
+    colour_lenet = build_model("lenet5", 10, 3, 32)
+    image = torch.randn(2, 3, 32, 32)
+    assert torch.equal(colour_simple(image), colour_lenet(image))  # one network on 32x32 inputs
 
 
 def test_published_cifar_resnet_sizes_within_rounding():

@@ -20,6 +20,9 @@ if TYPE_CHECKING:  # pragma: no cover
     from fedlib.engine import ServerState
 
 GLOBAL_TEACHER = "global"  # the key under which teachers of the received global model live
+# ``teacher_mode`` of the methods that distil from the received global model: "eval" uses
+# BatchNorm's running statistics, "train" each batch's own (a copy of a train-mode model)
+TEACHER_MODES = ("eval", "train")
 
 
 # ---------------------------------------------------------------------- masks

@@ -19,6 +19,12 @@ paper variant a sample whose teacher support is empty (y is the client's only no
 class) contributes 0.
 tau = 1 and beta = 1 as in the code; the FedVLS appendix ran FedLMD with beta = 0.1.
 
+``teacher_mode`` (BatchNorm only; "eval" by default): "train" runs the received global model on
+each batch with the batch's own statistics. The FedLMD code (built on FedNTD's) copies its shared
+client model after the previous client's evaluation left it in eval mode, so its teacher is in
+eval mode (the run's first client aside); the FedVLS tables run FedLMD's teacher in train mode,
+like the FedVLS repository's FedNTD and FedVLS teachers.
+
 ``variant="official"`` applies the masks of the authors' code (wnma3mz/FedLMD,
 ``src/algorithms/fedlmd/criterion.py``) literally instead of excluding classes:
 
@@ -44,8 +50,8 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from fedlib.algorithms import register
-from fedlib.algorithms._common import (GLOBAL_TEACHER, global_teacher, majority_classes, masked_kl,
-                                       masked_log_softmax, true_class_mask)
+from fedlib.algorithms._common import (GLOBAL_TEACHER, TEACHER_MODES, global_teacher, majority_classes,
+                                       masked_kl, masked_log_softmax, true_class_mask)
 from fedlib.algorithms.base import NON_NEGATIVE, POSITIVE, Algorithm, ClientContext, Outputs
 from fedlib.errors import one_of
 
@@ -115,9 +121,10 @@ class FedLMD(Algorithm):
 
     name = "fedlmd"
     paper = "Lu et al., ACM MM 2023"
-    defaults = {"tau": 1.0, "beta": 1.0, "variant": "paper"}
-    choices = {"variant": VARIANTS}
+    defaults = {"tau": 1.0, "beta": 1.0, "variant": "paper", "teacher_mode": "eval"}
+    choices = {"variant": VARIANTS, "teacher_mode": TEACHER_MODES}
     ranges = {"tau": POSITIVE, "beta": NON_NEGATIVE}
+    later_defaults = {"teacher_mode": "eval"}
 
     @classmethod
     def result_revision(cls, hparams: dict) -> int:
@@ -128,7 +135,7 @@ class FedLMD(Algorithm):
     def client_context(self, server, ctx: ClientContext) -> None:
         super().client_context(server, ctx)
         ctx.metrics["majority_classes"] = float(majority_classes(ctx.class_counts).sum())
-        ctx.teachers[GLOBAL_TEACHER] = global_teacher(server)
+        ctx.teachers[GLOBAL_TEACHER] = global_teacher(server, train_mode=self.hp["teacher_mode"] == "train")
 
     def loss(self, out: Outputs, labels: Tensor, ctx: ClientContext,
              teacher_out: dict[str, Outputs]) -> Tensor:

@@ -13,7 +13,8 @@ would make the KL infinite since p'_k(y) = 0); the released code for this varian
 so this follows the paper's intent.
 
 ``switch_round`` (FedLMD Fig. 8): from that round on the method is FedLMD (teacher = received
-global model); -1 (default) never switches, 0 is FedLMD from the start.
+global model); -1 (default) never switches, 0 is FedLMD from the start. ``teacher_mode`` is
+FedLMD's, for the rounds after the switch ("eval" by default, "train": BatchNorm on batch statistics).
 
 ``variant="official"`` multiplies the KL by tau^2, as the code's criterion does; the teacher
 stays the exact uniform vector above (the code's own target has a wrong normaliser). The
@@ -30,7 +31,7 @@ from torch import Tensor
 
 from fedlib.algorithms import register
 from fedlib.algorithms import fedlmd
-from fedlib.algorithms._common import GLOBAL_TEACHER, global_teacher, majority_classes, masked_kl
+from fedlib.algorithms._common import GLOBAL_TEACHER, TEACHER_MODES, global_teacher, majority_classes, masked_kl
 from fedlib.algorithms.base import NON_NEGATIVE, POSITIVE, Algorithm, ClientContext, Outputs, Range
 
 
@@ -57,10 +58,11 @@ class FedLMDTf(Algorithm):
 
     name = "fedlmd_tf"
     paper = "Lu et al., ACM MM 2023 (teacher-free variant)"
-    defaults = {"tau": 1.0, "beta": 1.0, "variant": "paper", "switch_round": -1}
-    choices = {"variant": fedlmd.VARIANTS}
+    defaults = {"tau": 1.0, "beta": 1.0, "variant": "paper", "switch_round": -1, "teacher_mode": "eval"}
+    choices = {"variant": fedlmd.VARIANTS, "teacher_mode": TEACHER_MODES}
     # switch_round: -1 never switches, r >= 0 switches to FedLMD at round r
     ranges = {"tau": POSITIVE, "beta": NON_NEGATIVE, "switch_round": Range(-1, None, integer=True)}
+    later_defaults = {"teacher_mode": "eval"}
 
     @classmethod
     def result_revision(cls, hparams: dict) -> int:
@@ -76,7 +78,7 @@ class FedLMDTf(Algorithm):
         super().client_context(server, ctx)
         ctx.metrics["majority_classes"] = float(majority_classes(ctx.class_counts).sum())
         if self.uses_teacher(ctx.round):
-            ctx.teachers[GLOBAL_TEACHER] = global_teacher(server)
+            ctx.teachers[GLOBAL_TEACHER] = global_teacher(server, train_mode=self.hp["teacher_mode"] == "train")
 
     def loss(self, out: Outputs, labels: Tensor, ctx: ClientContext,
              teacher_out: dict[str, Outputs]) -> Tensor:

@@ -11,6 +11,13 @@ so the distillation never argues with the cross-entropy about the label itself.
 The teacher is a frozen copy of the global model received this round (no gradient). tau = 1
 and beta = 1 are the official configuration; the FedVLS appendix ran it with beta = 0.1 (pass
 ``beta=0.1`` to reproduce those tables).
+
+``teacher_mode`` (BatchNorm only; "eval" by default): "train" normalises the teacher's batch with
+its own statistics instead of the running ones. The FedVLS repository's FedNTD client copies the
+server's global model, which is in train mode, and calls it as it is (``clientntd.py``), so the
+FedVLS tables take "train". The FedNTD code copies its one shared client model after the previous
+client's evaluation left it in eval mode, so there the teacher is in eval mode (the run's very
+first client aside).
 """
 
 from __future__ import annotations
@@ -19,7 +26,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from fedlib.algorithms import register
-from fedlib.algorithms._common import GLOBAL_TEACHER, global_teacher, masked_kl, true_class_mask
+from fedlib.algorithms._common import GLOBAL_TEACHER, TEACHER_MODES, global_teacher, masked_kl, true_class_mask
 from fedlib.algorithms.base import NON_NEGATIVE, POSITIVE, Algorithm, ClientContext, Outputs
 
 
@@ -42,12 +49,14 @@ class FedNTD(Algorithm):
 
     name = "fedntd"
     paper = "Lee et al., NeurIPS 2022"
-    defaults = {"tau": 1.0, "beta": 1.0}
+    defaults = {"tau": 1.0, "beta": 1.0, "teacher_mode": "eval"}
+    choices = {"teacher_mode": TEACHER_MODES}
     ranges = {"tau": POSITIVE, "beta": NON_NEGATIVE}
+    later_defaults = {"teacher_mode": "eval"}
 
     def client_context(self, server, ctx: ClientContext) -> None:
         super().client_context(server, ctx)
-        ctx.teachers[GLOBAL_TEACHER] = global_teacher(server)
+        ctx.teachers[GLOBAL_TEACHER] = global_teacher(server, train_mode=self.hp["teacher_mode"] == "train")
 
     def loss(self, out: Outputs, labels: Tensor, ctx: ClientContext,
              teacher_out: dict[str, Outputs]) -> Tensor:
