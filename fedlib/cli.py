@@ -69,7 +69,7 @@ def _build_parser() -> _Parser:
     parser = _Parser(prog="fedlib", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     _add_run_arguments(sub.add_parser("run", help="run one federated experiment"))
-    listing = sub.add_parser("list", help="list the runs in the results store")
+    listing = sub.add_parser("list", help="list the runs in the results store, with each one's size on disk")
     listing.add_argument("--results", default=None)
     show = sub.add_parser("show", help="print one stored run (by config hash or prefix)")
     show.add_argument("hash")
@@ -150,18 +150,27 @@ def _cmd_run(ns: argparse.Namespace) -> int:
 def _cmd_list(ns: argparse.Namespace) -> int:
     from fedlib import store
 
-    for record in store.list_runs(ns.results, complete_only=False):
-        try:
-            cfg = record.read_config()
-            summary = record.read_summary() if record.complete else None
-        except (ValueError, KeyError, TypeError, OSError, FedlibError) as exc:
-            print(f"{record.folder.name}  corrupt   {type(exc).__name__}: {str(exc).splitlines()[0][:90] if str(exc) else ''}")
-            continue
-        status = "partial" if summary is None else "diverged" if summary.get("diverged") else "done"
-        acc = "-" if summary is None else f"{summary['final_accuracy']:.4f}"
-        print(f"{record.folder.name}  {status:8s}  {cfg.method:14s} {cfg.dataset:14s} {cfg.partition:12s}"
-              f" rounds={cfg.rounds:<4d} seed={cfg.seed}  acc={acc}")
+    records = store.list_runs(ns.results, complete_only=False)
+    sizes = [record.disk_bytes for record in records]
+    for record, size in zip(records, sizes):
+        status, details = _list_entry(record)
+        print(f"{record.folder.name}  {status:8s}  {store.human_bytes(size):>9s}  {details}")
+    if records:
+        print(f"{len(records)} runs, {store.human_bytes(sum(sizes))} on disk in {store.results_root(ns.results)}")
     return 0
+
+
+def _list_entry(record) -> tuple[str, str]:
+    """One run's status and its config and final accuracy, for ``fedlib list``."""
+    try:
+        cfg = record.read_config()
+        summary = record.read_summary() if record.complete else None
+    except (ValueError, KeyError, TypeError, OSError, FedlibError) as exc:
+        return "corrupt", f"{type(exc).__name__}: {str(exc).splitlines()[0][:90] if str(exc) else ''}"
+    status = "partial" if summary is None else "diverged" if summary.get("diverged") else "done"
+    acc = "-" if summary is None else f"{summary['final_accuracy']:.4f}"
+    return status, (f"{cfg.method:14s} {cfg.dataset:14s} {cfg.partition:12s}"
+                    f" rounds={cfg.rounds:<4d} seed={cfg.seed}  acc={acc}")
 
 
 def _cmd_show(ns: argparse.Namespace) -> int:

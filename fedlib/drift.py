@@ -134,7 +134,9 @@ def local_update(pretrained: RunResult, client_id: int, method: str | None = Non
 
     ``method``/``method_args`` choose the local objective (default: the run's own). The run's
     server-side state (e.g. FedCSD's moving-average teacher) is restored when the method is the
-    run's own, so the update is exactly what round ``rounds + 1`` would give that client.
+    run's own, so the update is exactly what round ``rounds + 1`` would give that client, save
+    for per-client state (MOON's previous model, SCAFFOLD's c_i): a finished run keeps none, and
+    a warning says the client then starts as one that never trained.
     """
     cfg = pretrained.config
     changes = {"local_epochs": local_epochs or cfg.local_epochs}
@@ -143,10 +145,11 @@ def local_update(pretrained: RunResult, client_id: int, method: str | None = Non
     local_cfg = cfg.replace(**changes)
     _check_clients([client_id], cfg.clients)
     server, algorithm = prepare(local_cfg)
-    checkpoint = store.RunRecord(pretrained.folder).read_checkpoint() or {}
+    state = store.RunRecord(pretrained.folder).read_latest() or {}
     server.model.load_state_dict(pretrained.global_state())
     if local_cfg.method == cfg.method and local_cfg.method_args == cfg.method_args:
-        server.extras = _to_device(checkpoint.get("extras", {}), server.device)
+        server.extras = _to_device(state.get("extras", {}), server.device)
+        _warn_dropped_client_state(cfg, state.get("dropped_client_state", []))
     server.round = cfg.rounds
     server.round_clients = list(range(cfg.clients))
     update = train_client(server, algorithm, client_id, cfg.lr * cfg.lr_decay ** cfg.rounds)
@@ -156,6 +159,16 @@ def local_update(pretrained: RunResult, client_id: int, method: str | None = Non
 
 
 # ====================================================================== helpers
+def _warn_dropped_client_state(cfg: RunConfig, dropped: list[str]) -> None:
+    """A finished run keeps no per-client state: the update starts the client as a newcomer."""
+    if dropped:
+        import warnings
+
+        warnings.warn(f"run {cfg.hash()} ({cfg.method}) is finished and kept no per-client state "
+                      f"({', '.join(dropped)}): the client starts as one that never trained, not exactly "
+                      f"as in round {cfg.rounds + 1}", RuntimeWarning, stacklevel=3)
+
+
 def _check_clients(clients: Sequence[int], num_clients: int) -> None:
     bad = [k for k in clients if not 0 <= int(k) < num_clients]
     if bad or not clients:

@@ -161,6 +161,12 @@ class ServerState:
     ``extras`` (teachers' modules, per-round totals, scratch models): never checkpointed, and
     never anything a resumed run would compute differently. Nothing lives on ``Algorithm``
     instances or elsewhere on the server.
+
+    Per-client state lives in *client tables*: dicts keyed by client id (int) holding tensors,
+    anywhere in ``extras`` (``extras["scaffold_c_clients"][k]``). The store writes them one file
+    per client and rewrites a client's file only when its entry changed: replace the entry, or
+    change its tensors in place (version counters see that), never through ``.data``. A finished
+    run keeps only ``model`` and the rest of ``extras`` (its client tables come back empty).
     """
 
     cfg: RunConfig
@@ -378,11 +384,12 @@ class RunResult:
         return pd.Series([r[key] for r in rows], index=[r["round"] for r in rows], name=key)
 
     def global_state(self) -> dict[str, Tensor]:
-        """The final global model's state (from the stored checkpoint)."""
-        checkpoint = store.RunRecord(self.folder).read_checkpoint()
-        if checkpoint is None:
-            raise FedlibError(f"no checkpoint stored for run {self.config.hash()} in {self.folder}")
-        return checkpoint["model"]
+        """The final global model's state (final.pt of a finished run; the resume checkpoint of a
+        partial run, or of a run stored before final.pt existed)."""
+        state = store.RunRecord(self.folder).read_latest() if self.folder else None
+        if state is None:
+            raise FedlibError(f"no checkpoint or final model stored for run {self.config.hash()} in {self.folder}")
+        return state["model"]
 
     def load_model(self, device: str = "cpu") -> nn.Module:
         """The final global model, ready for analysis: the network the run evaluated.
@@ -399,7 +406,7 @@ class RunResult:
         server, algorithm = prepare(self.config.replace(device=device))
         _restore(store.RunRecord(self.folder), server)
         if server.round == 0:
-            raise FedlibError(f"no checkpoint stored for run {self.config.hash()} in {self.folder}")
+            raise FedlibError(f"no checkpoint or final model stored for run {self.config.hash()} in {self.folder}")
         return predictor(algorithm, server).eval()
 
 
@@ -462,13 +469,18 @@ def _meta(cfg: RunConfig, server: ServerState) -> dict:
 
 def _checkpoint(record: store.RunRecord, server: ServerState, rounds: list[dict], seconds: float) -> None:
     record.write_rounds(rounds)
-    record.write_checkpoint({"round": server.round, "model": server.model.state_dict(),
-                             "extras": server.extras, "seconds": seconds})
+    record.write_checkpoint(_state(server, seconds))
+
+
+def _state(server: ServerState, seconds: float) -> dict:
+    """What a checkpoint holds: rounds done, global model, the method's extras, training time."""
+    return {"round": server.round, "model": server.model.state_dict(), "extras": server.extras, "seconds": seconds}
 
 
 def _restore(record: store.RunRecord, server: ServerState) -> tuple[list[dict], float]:
-    """Load the last checkpoint into ``server``; returns the rounds logged so far."""
-    checkpoint = record.read_checkpoint()
+    """Load the resume checkpoint into ``server`` (else the final state of a run killed between
+    dropping its checkpoint and writing its summary); returns the rounds logged so far."""
+    checkpoint = record.read_checkpoint(server.device) or record.read_final(server.device)
     if checkpoint is None:
         return [], 0.0
     server.model.load_state_dict(checkpoint["model"])
@@ -546,6 +558,7 @@ def _train(cfg: RunConfig, record: store.RunRecord | None, claim, hooks: list, p
     if record is not None and server.round > 0:
         _warn_changed_arithmetic(cfg, record.read_meta(), server.round)
     if record is not None:
+        record.discard_partial_writes()
         record.write_config(cfg)
         record.write_meta(_meta(cfg, server))
     diverged = server.round > 0 and _diverged(server.model, rounds[-1] if rounds else {})
@@ -579,10 +592,20 @@ def _train(cfg: RunConfig, record: store.RunRecord | None, claim, hooks: list, p
     summary["method_hparams"] = algorithm.hp
     summary["diverged"] = diverged
     if record is not None:
-        _check_consistent(record, server, rounds, cfg)
-        claim.heartbeat()
-        record.write_summary(summary)
+        _store_finished(record, claim, server, rounds, summary)
     return RunResult(cfg, rounds, summary, record.folder if record else None)
+
+
+def _store_finished(record: store.RunRecord, claim, server: ServerState, rounds: list[dict], summary: dict) -> None:
+    """Keep the final state, drop the resume checkpoint, then write the summary (complete).
+
+    A kill before the summary leaves final.pt (and perhaps the checkpoint): the rerun restores
+    from it and only writes the summary."""
+    record.write_final(_state(server, summary["train_seconds"]))
+    _check_consistent(record, server, rounds, server.cfg)
+    claim.heartbeat()
+    record.remove_resume_checkpoint()
+    record.write_summary(summary)
 
 
 def _warn_changed_arithmetic(cfg: RunConfig, meta: dict, round_index: int) -> None:
@@ -624,11 +647,11 @@ def _stored_result(cfg: RunConfig, record: store.RunRecord) -> RunResult:
 
 
 def _check_consistent(record: store.RunRecord, server: ServerState, rounds: list[dict], cfg: RunConfig) -> None:
-    """Before the summary is written: the checkpoint, the metrics log and the loop agree."""
-    checkpoint_round = (record.read_checkpoint() or {}).get("round")
+    """Before the summary is written: the final state, the metrics log and the loop agree."""
+    final_round = (record.read_final() or {}).get("round")
     logged = record.read_rounds()
-    if not (checkpoint_round == server.round == len(rounds) == len(logged)):
-        raise FedlibError(f"run {cfg.hash()} in {record.folder}: checkpoint round {checkpoint_round}, "
+    if not (final_round == server.round == len(rounds) == len(logged)):
+        raise FedlibError(f"run {cfg.hash()} in {record.folder}: final state at round {final_round}, "
                           f"{len(logged)} logged rounds and {len(rounds)} trained disagree; not writing a "
                           "summary (delete the folder to recompute)")
 

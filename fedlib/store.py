@@ -2,13 +2,22 @@
 
     <results>/<hash>/config.json     the full RunConfig (location fields included, for the record)
     <results>/<hash>/rounds.jsonl    one JSON line of metrics per evaluated round
-    <results>/<hash>/checkpoint.pt   global model + algorithm state after the last finished round
     <results>/<hash>/meta.json       fedlib version, code revision, environment, timings
+    <results>/<hash>/checkpoint.pt   while the run trains: global model + algorithm state after the
+                                     last finished round (the resume checkpoint), naming ...
+    <results>/<hash>/clients/*.pt    ... one file per client holding that client's state (MOON's
+                                     previous model, SCAFFOLD's control variate, FedCurv's Fisher)
+    <results>/<hash>/final.pt        once the run is over: the final global model and the server's
+                                     run-level state; checkpoint.pt and clients/ are then deleted
     <results>/<hash>/summary.json    written last: its presence means the run is complete
     <results>/<hash>/claim.json      while a process trains the run: its host, pid and heartbeat
 
 Every file is written to a temporary name and moved into place (``os.replace`` is atomic on one
-file system), so a crash never leaves a half-written file that reads as complete. A run folder
+file system), so a crash never leaves a half-written file that reads as complete. A checkpoint is
+committed by replacing checkpoint.pt, after the client files it names are written; a client file
+is rewritten only when that client's state changed (the round's participants), so a checkpoint
+costs the model plus the round's clients, and a kill at any moment leaves the last committed
+checkpoint whole plus at most one round's client files, which the next writer deletes. A run folder
 has one writer at a time: a process claims it (``RunRecord.claim``) before it writes, a second
 process is refused with one line, and a claim whose process is dead (same host) or whose
 heartbeat is older than ``STALE_CLAIM_SECONDS`` (another host) is taken over. Checkpoints load
@@ -22,7 +31,9 @@ import json
 import os
 import pickle
 import platform
+import shutil
 import socket
+import stat
 import subprocess
 import sys
 import tempfile
@@ -33,6 +44,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 import torch
+from torch.utils._pytree import tree_flatten
 
 from fedlib.config import RunConfig
 from fedlib.errors import FedlibError
@@ -41,6 +53,10 @@ from fedlib.errors import FedlibError
 # checkpoint) is older than this
 STALE_CLAIM_SECONDS = 6 * 3600
 CLAIM_FILE = "claim.json"
+CHECKPOINT_FILE = "checkpoint.pt"  # the resume checkpoint of a run in progress
+CLIENTS_DIR = "clients"  # its per-client files
+FINAL_FILE = "final.pt"  # what a finished run keeps: final global model + run-level server state
+CLIENT_TABLE = "__client_table__"  # in checkpoint.pt's extras: where a per-client table sat
 
 DEFAULT_RESULTS = "results"
 # the committed, read-only store of finished full-scale runs (metrics only, no checkpoints)
@@ -126,12 +142,121 @@ def _jsonable(value: Any) -> Any:
     raise TypeError(f"not JSON-serialisable: {type(value).__name__}")
 
 
+# ------------------------------------------------------------------ checkpoint files
+def _serialise(value: Any) -> bytes:
+    buffer = io.BytesIO()
+    torch.save(value, buffer)
+    return buffer.getvalue()
+
+
+def _load(path: Path, device: str | torch.device, checkpoint: Path) -> Any:
+    """One checkpoint file, weights only, tensors on ``device``; one line naming ``checkpoint``
+    (the file to delete) when it cannot be loaded safely."""
+    try:
+        return torch.load(path, map_location=device, weights_only=True)
+    except (pickle.UnpicklingError, RuntimeError, EOFError, ValueError, OSError) as exc:
+        reason = str(exc).strip().splitlines()[0][:160] if str(exc).strip() else type(exc).__name__
+        where = "" if path == checkpoint else f" in {path.parent.name}/{path.name}"
+        raise FedlibError(f"checkpoint {checkpoint} cannot be loaded safely ({reason}{where}); delete it to "
+                          "restart this run from round 0") from None
+
+
+def is_client_table(value: Any) -> bool:
+    """Whether ``value`` is per-client state: a non-empty dict keyed by client ids (ints) that
+    holds tensors, such as MOON's previous local models or SCAFFOLD's control variates."""
+    if not isinstance(value, dict) or not value:
+        return False
+    if not all(isinstance(k, int) and not isinstance(k, bool) for k in value):
+        return False
+    return any(isinstance(leaf, torch.Tensor) for leaf in tree_flatten(list(value.values()))[0])
+
+
+def split_client_tables(extras: dict) -> tuple[dict, list[tuple[str, dict]]]:
+    """``extras`` with every client table (in dicts at any depth) replaced by a marker holding its
+    index and its keys in order, and the (path, table) pairs in index order."""
+    tables: list[tuple[str, dict]] = []
+
+    def walk(value: Any, path: str) -> Any:
+        if is_client_table(value):
+            tables.append((path, value))
+            return {CLIENT_TABLE: len(tables) - 1, "keys": list(value)}
+        if isinstance(value, dict):
+            return {k: walk(v, f"{path}/{k}" if path else str(k)) for k, v in value.items()}
+        return value
+
+    return walk(extras, ""), tables
+
+
+def join_client_tables(skeleton: dict, bundles: dict[int, dict] | None) -> dict:
+    """The inverse of :func:`split_client_tables`: each marker becomes its table again (keys in
+    their stored order) from the per-client ``bundles``; with ``bundles=None``, an empty table."""
+    def walk(value: Any) -> Any:
+        if isinstance(value, dict) and CLIENT_TABLE in value:
+            index = value[CLIENT_TABLE]
+            return {} if bundles is None else {k: bundles[k][index] for k in value["keys"]}
+        if isinstance(value, dict):
+            return {k: walk(v) for k, v in value.items()}
+        return value
+
+    return walk(skeleton)
+
+
+def client_bundles(tables: list[tuple[str, dict]]) -> dict[int, dict[int, Any]]:
+    """Per client: its entry in every table that has one, keyed by the table's index."""
+    bundles: dict[int, dict[int, Any]] = {}
+    for index, (_, table) in enumerate(tables):
+        for client, entry in table.items():
+            bundles.setdefault(client, {})[index] = entry
+    return bundles
+
+
+def _fingerprint(value: Any) -> tuple:
+    """What identifies ``value``'s content without reading it: its structure, each tensor's
+    identity and version counter (bumped by every in-place change), each other leaf's value.
+    The tensors are held, so their identities cannot be reused while the fingerprint lives."""
+    leaves, spec = tree_flatten(value)
+    keys = tuple((id(x), x._version) if isinstance(x, torch.Tensor) else ("value", x) for x in leaves)
+    return spec, keys, leaves
+
+
+def _same_fingerprint(a: tuple, b: tuple) -> bool:
+    try:
+        return a[0] == b[0] and a[1] == b[1]
+    except (RuntimeError, TypeError, ValueError):  # a leaf whose == is not a plain bool
+        return False
+
+
+def disk_bytes(folder: Path) -> int:
+    """Bytes the files under ``folder`` occupy on disk (allocated blocks, as ``du`` counts)."""
+    total = 0
+    for path in Path(folder).rglob("*"):
+        try:
+            info = path.lstat()
+        except OSError:  # deleted while we walk
+            continue
+        if stat.S_ISREG(info.st_mode):
+            total += info.st_blocks * 512 if hasattr(info, "st_blocks") else info.st_size
+    return total
+
+
+def human_bytes(count: int) -> str:
+    """``count`` bytes in binary units: '512 B', '6.4 MiB', '1.3 GiB'."""
+    units = ("B", "KiB", "MiB", "GiB", "TiB")
+    value, power = float(count), 0
+    while value >= 1024 and power < len(units) - 1:
+        value, power = value / 1024, power + 1
+    return f"{count} B" if power == 0 else f"{value:.1f} {units[power]}"
+
+
 # ------------------------------------------------------------------ the run folder
 class RunRecord:
     """Read and write access to one run's folder."""
 
     def __init__(self, folder: Path):
         self.folder = Path(folder)
+        # client -> (file name, fingerprint) of the client files of the checkpoint this record
+        # last wrote or read: unchanged clients are not written again
+        self._saved_clients: dict[int, tuple[str, tuple]] = {}
 
     @property
     def complete(self) -> bool:
@@ -154,25 +279,93 @@ class RunRecord:
             return []
         return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
+    # -------------------------------------------------------------- checkpoints
     def write_checkpoint(self, state: dict) -> None:
-        buffer = io.BytesIO()
-        torch.save(state, buffer)
-        write_atomic(self.folder / "checkpoint.pt", buffer.getvalue())
+        """Save the resume checkpoint ``state`` (round, model, extras, ...).
 
-    def read_checkpoint(self) -> dict | None:
-        """The last checkpoint (tensors, numbers, strings and containers only), or None.
+        The client tables of ``state["extras"]`` go to one file per client under clients/, written
+        only for clients whose state changed since this record's last write or read; checkpoint.pt,
+        replaced last, commits them; the files it no longer names are deleted after it."""
+        skeleton, tables = split_client_tables(state.get("extras", {}))
+        staged = {k: self._client_file(k, bundle, state.get("round", 0))
+                  for k, bundle in client_bundles(tables).items()}
+        files = {k: name for k, (name, _) in staged.items()}
+        write_atomic(self.folder / CHECKPOINT_FILE, _serialise({**state, "extras": skeleton, "client_files": files}))
+        replaced = {name for name, _ in self._saved_clients.values()} - set(files.values())
+        self._saved_clients = {k: (name, fingerprint) for k, (name, fingerprint) in staged.items()}
+        for name in replaced:
+            (self.folder / CLIENTS_DIR / name).unlink(missing_ok=True)
+
+    def _client_file(self, client: int, bundle: dict, round_index: int) -> tuple[str, tuple]:
+        """The file holding ``bundle`` (client ``client``'s entries): the one saved before when
+        the state is unchanged, else a new file with a name no committed checkpoint uses."""
+        fingerprint = _fingerprint(bundle)
+        saved = self._saved_clients.get(client)
+        if saved is not None and _same_fingerprint(saved[1], fingerprint):
+            return saved
+        name = f"{client}-r{round_index}-{uuid.uuid4().hex[:8]}.pt"
+        write_atomic(self.folder / CLIENTS_DIR / name, _serialise(bundle))
+        return name, fingerprint
+
+    def read_checkpoint(self, device: str | torch.device = "cpu") -> dict | None:
+        """The resume checkpoint, client tables joined back, tensors on ``device``; None when the
+        run has none (never started, or finished: see :meth:`read_final`).
 
         Loaded with ``weights_only=True``: a checkpoint holding any other object (a crafted
-        pickle that would run code) or a truncated file is refused with one line."""
-        path = self.folder / "checkpoint.pt"
+        pickle that would run code), a truncated file or a missing client file is refused with
+        one line."""
+        path = self.folder / CHECKPOINT_FILE
         if not path.exists():
             return None
-        try:
-            return torch.load(path, map_location="cpu", weights_only=True)
-        except (pickle.UnpicklingError, RuntimeError, EOFError, ValueError, OSError) as exc:
-            reason = str(exc).strip().splitlines()[0][:160] if str(exc).strip() else type(exc).__name__
-            raise FedlibError(f"checkpoint {path} cannot be loaded safely ({reason}); delete it to "
-                              "restart this run from round 0") from None
+        state = _load(path, device, path)
+        files = state.pop("client_files", None)
+        if files is None:  # written before client files existed: the tables are inline
+            return state
+        bundles = {k: _load(self.folder / CLIENTS_DIR / name, device, path) for k, name in files.items()}
+        state["extras"] = join_client_tables(state["extras"], bundles)
+        self._saved_clients = {k: (name, _fingerprint(bundles[k])) for k, name in files.items()}
+        return state
+
+    def write_final(self, state: dict) -> None:
+        """Save what a finished run keeps: ``state`` with its client tables emptied (their paths
+        listed under ``dropped_client_state``), a file about the size of the model."""
+        skeleton, tables = split_client_tables(state.get("extras", {}))
+        dropped = [path for path, _ in tables]
+        write_atomic(self.folder / FINAL_FILE, _serialise({**state, "extras": join_client_tables(skeleton, None),
+                                                           "dropped_client_state": dropped}))
+
+    def read_final(self, device: str | torch.device = "cpu") -> dict | None:
+        """The finished run's final state (see :meth:`write_final`), or None."""
+        path = self.folder / FINAL_FILE
+        return _load(path, device, path) if path.exists() else None
+
+    def read_latest(self, device: str | torch.device = "cpu") -> dict | None:
+        """The final state of a finished run, else the resume checkpoint (runs stored before
+        final.pt existed keep only that), else None."""
+        return self.read_final(device) or self.read_checkpoint(device)
+
+    def remove_resume_checkpoint(self) -> None:
+        """Delete checkpoint.pt, then its client files (call once final.pt is written)."""
+        (self.folder / CHECKPOINT_FILE).unlink(missing_ok=True)
+        shutil.rmtree(self.folder / CLIENTS_DIR, ignore_errors=True)
+        self._saved_clients = {}
+
+    def discard_partial_writes(self) -> None:
+        """Delete what a writer killed mid-write left behind: temporary files, and client files the
+        committed checkpoint does not name. Only the claim's holder may call this, after reading
+        the checkpoint (whose client files it keeps)."""
+        keep = {name for name, _ in self._saved_clients.values()} if (self.folder / CHECKPOINT_FILE).exists() else set()
+        clients = self.folder / CLIENTS_DIR
+        for path in list(self.folder.glob(".*.tmp")) + (list(clients.iterdir()) if clients.is_dir() else []):
+            if path.name not in keep:
+                path.unlink(missing_ok=True)
+        if clients.is_dir() and not any(clients.iterdir()):
+            clients.rmdir()
+
+    @property
+    def disk_bytes(self) -> int:
+        """Bytes the run folder occupies on disk."""
+        return disk_bytes(self.folder)
 
     def write_summary(self, summary: dict) -> None:
         write_json(self.folder / "summary.json", summary)

@@ -76,9 +76,12 @@ def test_stateful_methods_checkpoints_load_weights_only(tmp_path):
     for method, args in [("moon", {"projection_head": True}), ("scaffold", {}), ("fedcurv", {}),
                          ("pkd", {"warmup_rounds": 1, "expert_rounds": 1, "groups": [[0, 1]]}),
                          ("fedgkd", {}), ("fedexp", {}), ("fedcsd", {})]:
-        cfg = tiny(method=method, method_args=args, rounds=2, model="lenet5")
+        cfg = tiny(method=method, method_args=args, rounds=3, model="lenet5")
         quiet_run(cfg, tmp_path, stop_after=2)
-        assert store.RunRecord(tmp_path / cfg.hash()).read_checkpoint()["round"] == 2, method
+        record = store.RunRecord(tmp_path / cfg.hash())
+        assert record.read_checkpoint()["round"] == 2, method
+        quiet_run(cfg, tmp_path)
+        assert record.read_checkpoint() is None and record.read_final()["round"] == 3, method
 
 
 # ---------------------------------------------------------------------- 2. runs always finish
