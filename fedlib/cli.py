@@ -1,5 +1,7 @@
-"""Command line: ``python -m fedlib run ...`` runs one experiment; ``list`` / ``show`` read the store.
+"""Command line: ``fedlib run`` runs one experiment; ``list``, ``show`` and ``export`` read the store.
 
+Accuracies are printed in % (two decimals) and rounds are counted from 1; ``run --json`` and
+``show --json`` print the store's own values (fractions, 0-based round indices).
 Bad input exits with status 2 and one line on stderr, never a traceback.
 """
 
@@ -7,10 +9,17 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import shlex
 import sys
 from typing import Any, Sequence
 
 from fedlib.errors import FedlibError
+
+# ``fedlib run``'s defaults where they depart from RunConfig's (which stay as they are: they key the
+# runs the notebooks store): the setting the papers share, so a first run learns.
+PAPER_DEFAULTS = {"local_epochs": 5, "momentum": 0.9, "weight_decay": 1e-5}
+CHANCE_FACTOR = 1.5  # a final accuracy <= 1.5 / classes counts as chance level
 
 
 class _Parser(argparse.ArgumentParser):
@@ -20,60 +29,146 @@ class _Parser(argparse.ArgumentParser):
         raise FedlibError(f"{self.prog}: {message} (see --help)")
 
 
-def _add_run_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--dataset", default="fashion_mnist")
-    p.add_argument("--partition", default="dirichlet",
-                   help="iid, dirichlet, shards, quantity, pathological, balanced, natural")
-    p.add_argument("--beta", type=float, default=0.5, help="Dirichlet concentration")
-    p.add_argument("--clients", type=int, default=10)
-    p.add_argument("--participation", type=float, default=1.0, help="fraction of clients per round")
-    p.add_argument("--shards-per-client", type=int, default=2)
-    p.add_argument("--classes-per-client", type=int, default=2)
+class _HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """Appends '(default: X)' to an option's help unless the default is None, False or empty."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        default = action.default
+        unset = default is None or default is False or default == [] or default is argparse.SUPPRESS
+        if "%(default)" in text or unset or not action.option_strings:
+            return text
+        return f"{text} (default: %(default)s)"
+
+
+def _names(values) -> str:
+    return ", ".join(values)
+
+
+def _add_data_arguments(p: argparse.ArgumentParser) -> None:
+    from fedlib import data, models, partition
+    from fedlib.augment import AUGMENTATIONS
+
+    p.add_argument("--dataset", default="fashion_mnist", help=f"one of {_names(data.DATASETS)}; fashion_mnist "
+                   "as in PKD (digits and synthetic need no files)")
+    p.add_argument("--model", default="lenet5", help=f"one of {_names(models.MODELS)}; lenet5 as PKD uses on "
+                   "(Fashion-)MNIST")
+    p.add_argument("--partition", default="dirichlet", help=f"one of {_names(partition.PARTITIONS)}; dirichlet, "
+                   "the label skew all four papers use")
+    p.add_argument("--beta", type=float, default=0.5, help="Dirichlet concentration; 0.5 appears in all four papers "
+                   "(smaller is more skewed)")
+    p.add_argument("--clients", type=int, default=10, help="clients K; 10 as in FedVLS and FedCSD (FedLMD: 100)")
+    p.add_argument("--participation", type=float, default=1.0,
+                   help="fraction of clients per round; all, as in FedVLS and FedCSD (FedLMD: 0.1)")
+    p.add_argument("--shards-per-client", type=int, default=2, help="shards partition: shards s per client")
+    p.add_argument("--classes-per-client", type=int, default=2,
+                   help="quantity and pathological partitions: classes per client (FedVLS's s)")
     p.add_argument("--quantity-split", default="symmetric",
-                   help="quantity partition: symmetric, or official (the FedVLS code's cut of each class)")
-    p.add_argument("--min-client-size", type=int, default=10, help="dirichlet: redraw until every client has this many")
+                   help=f"quantity partition: one of {_names(partition.QUANTITY_SPLITS)} (official: the FedVLS "
+                        "code's cut of each class)")
+    p.add_argument("--min-client-size", type=int, default=10,
+                   help="dirichlet: redraw until every client has this many samples")
     p.add_argument("--dataset-split", default=None,
-                   help="re-split train/test with the run's seed: standard, pooled_75_25, pooled_75_25_train_eval, "
-                        "holdout_10 (test on a held-out tenth of the training set)")
-    p.add_argument("--max-train-samples", type=int, default=None, help="stratified subset of the train set")
-    p.add_argument("--max-test-samples", type=int, default=None)
-    p.add_argument("--augmentation", default="auto")
-    p.add_argument("--method", default="fedavg", help="a method name, or several joined by '+'")
+                   help=f"re-split train/test with the run's seed: one of {_names(data.SPLITS)} (default: the "
+                        "dataset's own split)")
+    p.add_argument("--max-train-samples", type=int, default=None,
+                   help="stratified subset of the training set (default: all of it)")
+    p.add_argument("--max-test-samples", type=int, default=None, help="subset of the test set (default: all of it)")
+    p.add_argument("--augmentation", default="auto", help=f"one of {_names(AUGMENTATIONS)}, or auto: none on grey "
+                   "and toy images, crop_flip on colour images")
+
+
+def _add_training_arguments(p: argparse.ArgumentParser) -> None:
+    from fedlib.algorithms import method_names
+
+    p.add_argument("--method", default="fedavg", help=f"one of {_names(method_names())}, or several joined by '+' "
+                   "(fedlmd+fedprox); fedlib methods lists their arguments")
     p.add_argument("--method-arg", action="append", default=[], metavar="KEY=VALUE",
-                   help="a hyperparameter of the method (repeatable)")
-    p.add_argument("--model", default="lenet5")
-    p.add_argument("--rounds", type=int, default=20)
-    p.add_argument("--local-epochs", type=int, default=1)
-    p.add_argument("--batch-size", type=int, default=50)
+                   help="a hyperparameter of the method (repeatable; default: the paper's value)")
+    p.add_argument("--rounds", type=int, default=20,
+                   help="communication rounds; 20 is a CPU-sized budget (the papers run 50 to 200)")
+    p.add_argument("--local-epochs", type=int, default=PAPER_DEFAULTS["local_epochs"],
+                   help="local epochs E per round; 5 as in FedVLS (MNIST), FedLMD, FedNTD, PKD and FedCSD")
+    p.add_argument("--batch-size", type=int, default=50, help="local batch size; 50 as in PKD and FedLMD "
+                   "(FedVLS, FedCSD, FedNTD: 64)")
     p.add_argument("--drop-last", action="store_true", help="drop each local epoch's last partial batch")
-    p.add_argument("--lr", type=float, default=0.01)
-    p.add_argument("--lr-decay", type=float, default=1.0, help="per-round learning-rate factor")
-    p.add_argument("--momentum", type=float, default=0.0)
-    p.add_argument("--weight-decay", type=float, default=0.0)
-    p.add_argument("--eval-every", type=int, default=1)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--device", default="auto", help="cpu, cuda, cuda:N or auto")
-    p.add_argument("--backend", default=None,
-                   help="local training: sequential, threads, stacked or auto (default: $FEDLIB_BACKEND or sequential)")
+    p.add_argument("--lr", type=float, default=0.01, help="local SGD learning rate; 0.01 as in FedVLS, FedLMD, "
+                   "FedNTD and PKD (FedCSD: 0.1)")
+    p.add_argument("--lr-decay", type=float, default=1.0, help="per-round learning-rate factor (FedLMD: 0.99)")
+    p.add_argument("--momentum", type=float, default=PAPER_DEFAULTS["momentum"],
+                   help="local SGD momentum; 0.9 as in FedVLS, FedLMD, FedNTD and FedCSD (PKD: 0)")
+    p.add_argument("--weight-decay", type=float, default=PAPER_DEFAULTS["weight_decay"],
+                   help="local SGD weight decay; 1e-5 as in FedVLS, FedLMD, FedNTD and FedCSD")
+    p.add_argument("--eval-every", type=int, default=1, help="evaluate on the test set every this many rounds")
+    p.add_argument("--seed", type=int, default=0, help="seeds the partition, the model and every client's data order")
+
+
+def _add_machine_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--device", default="auto", help="cpu, cuda, cuda:N, or auto (cuda when available)")
+    p.add_argument("--backend", default=None, help="local training: sequential, threads, stacked or auto "
+                   "(default: $FEDLIB_BACKEND, else sequential)")
     p.add_argument("--precision", default="fp32", help="fp32, or bf16 autocast of the local forward passes")
     p.add_argument("--channels-last", action="store_true", help="NHWC memory layout for images and convs")
     p.add_argument("--data", default=None, help="dataset folder (default: $FEDLIB_DATA)")
     p.add_argument("--download", action="store_true", help="allow torchvision to download datasets")
-    p.add_argument("--results", default=None, help="results store (default: $FEDLIB_RESULTS or ./results)")
+    p.add_argument("--results", default=None, help="results store (default: $FEDLIB_RESULTS, else ./results)")
     p.add_argument("--no-store", action="store_true", help="neither read nor write the results store")
-    p.add_argument("--json", action="store_true", help="print one JSON object as the last line")
-    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument("--json", action="store_true", help="print one JSON object as the last line (fractions, "
+                   "0-based rounds, as stored)")
+    p.add_argument("--quiet", action="store_true", help="no progress bar and no store messages")
+
+
+_RUN_DESCRIPTION = """\
+Run one federated experiment, or serve it from the results store when it is there.
+
+Defaults that the papers share: E=5 local epochs, SGD lr 0.01 with momentum 0.9 and weight decay 1e-5
+(RunConfig's Python defaults stay E=1, momentum 0, no weight decay). A run is checkpointed after every
+round: rerun the same command after a Ctrl-C or a crash and it resumes. Accuracies are in %, rounds
+are counted from 1."""
+
+
+_MAIN_DESCRIPTION = """\
+fedlib run trains one federated experiment (or serves it from the results store); list, show and
+export read the store. Accuracies are printed in % and rounds counted from 1; --json prints the
+store's own values (fractions, 0-based round indices). fedlib COMMAND --help describes each command."""
+
+
+def _add_filters(p: argparse.ArgumentParser) -> None:
+    from fedlib.listing import STATUSES
+
+    p.add_argument("--results", default=None, help="results store (default: $FEDLIB_RESULTS, else ./results)")
+    p.add_argument("--method", default=None, help="runs whose method holds this one (fedlmd also matches "
+                   "fedlmd+fedprox)")
+    p.add_argument("--dataset", default=None, help="runs on this dataset")
+    p.add_argument("--model", default=None, help="runs with this model")
+    p.add_argument("--status", default=None, help=f"runs with this status: {_names(STATUSES)}")
 
 
 def _build_parser() -> _Parser:
-    parser = _Parser(prog="fedlib", description=__doc__)
+    from fedlib.listing import DEFAULT_SORT, SORT_COLUMNS
+
+    parser = _Parser(prog="fedlib", description=_MAIN_DESCRIPTION, formatter_class=_HelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
-    _add_run_arguments(sub.add_parser("run", help="run one federated experiment"))
-    listing = sub.add_parser("list", help="list the runs in the results store, with each one's size on disk")
-    listing.add_argument("--results", default=None)
-    show = sub.add_parser("show", help="print one stored run (by config hash or prefix)")
-    show.add_argument("hash")
-    show.add_argument("--results", default=None)
+    run = sub.add_parser("run", help="run one federated experiment", description=_RUN_DESCRIPTION,
+                         formatter_class=_HelpFormatter)
+    for add in (_add_data_arguments, _add_training_arguments, _add_machine_arguments):
+        add(run)
+    listing = sub.add_parser("list", help="a table of the runs in the results store", formatter_class=_HelpFormatter)
+    _add_filters(listing)
+    listing.add_argument("--sort", default=DEFAULT_SORT, help=f"column to sort by: {_names(SORT_COLUMNS)}; size, "
+                         "final, best and updated sort largest/newest first, the others ascending")
+    show = sub.add_parser("show", help="one stored run: settings, provenance, accuracies, curve",
+                          formatter_class=_HelpFormatter)
+    show.add_argument("hash", help="the run's config hash, or a prefix of it")
+    show.add_argument("--results", default=None, help="results store (default: $FEDLIB_RESULTS, else ./results; "
+                      "the reference store is searched next)")
+    show.add_argument("--every", type=int, default=None, help="rows of the accuracy table every this many rounds "
+                      "(default: about ten rows)")
+    show.add_argument("--json", action="store_true", help="the raw config, meta and summary as JSON")
+    export = sub.add_parser("export", help="write the store's runs as TensorBoard logs", formatter_class=_HelpFormatter)
+    export.add_argument("--to", default="tensorboard", choices=["tensorboard"], help="the format")
+    export.add_argument("--out", required=True, help="folder for the logs (then: tensorboard --logdir OUT)")
+    _add_filters(export)
     sub.add_parser("methods", help="list the registered methods and their arguments")
     return parser
 
@@ -113,7 +208,7 @@ def config_from_args(ns: argparse.Namespace):
 
 
 def result_json(result) -> dict[str, Any]:
-    """The machine-readable summary printed by ``run --json``."""
+    """The machine-readable summary printed by ``run --json`` (the store's fractions and 0-based rounds)."""
     return {
         "config": result.config.to_dict(),
         "config_hash": result.config.hash(),
@@ -128,61 +223,143 @@ def result_json(result) -> dict[str, Any]:
     }
 
 
-def _cmd_run(ns: argparse.Namespace) -> int:
+# ====================================================================== run
+def _cmd_run(ns: argparse.Namespace, argv: Sequence[str]) -> int:
     from fedlib.engine import run
 
     cfg = config_from_args(ns)
-    result = run(cfg, progress=not ns.quiet, use_store=not ns.no_store)
+    try:
+        result = run(cfg, progress=not ns.quiet, use_store=not ns.no_store)
+    except KeyboardInterrupt:
+        print(interrupted_line(cfg, ns.no_store, argv), file=sys.stderr)
+        return 130
     if ns.json:
         print(json.dumps(result_json(result)))
     else:
-        names = result.class_names
-        print(f"{cfg.method} on {cfg.dataset} ({cfg.partition}), {cfg.rounds} rounds, seed {cfg.seed}")
-        print(f"final accuracy {result.final_accuracy:.4f}   best {result.best_accuracy:.4f}"
-              f" (round {result.summary.get('best_round')})")
-        worst = min(range(len(names)), key=lambda c: result.class_accuracy[c])
-        print(f"worst class: {names[worst]} {result.class_accuracy[worst]:.4f}")
-        if result.folder:
-            print(f"stored in {result.folder}")
+        print("\n".join(run_summary_lines(result)))
+    hint = chance_hint(result)
+    if hint:
+        print(hint, file=sys.stderr if ns.json else sys.stdout)
     return 0
+
+
+def run_summary_lines(result) -> list[str]:
+    """What ``fedlib run`` prints after a run: accuracies in %, the best round counted from 1."""
+    from fedlib.listing import partition_label, percent
+
+    cfg, summary, names = result.config, result.summary, result.class_names
+    best_round = summary.get("best_round")
+    best_at = f" (round {best_round + 1} of {cfg.rounds})" if isinstance(best_round, int) else ""
+    lines = [f"{cfg.method} on {cfg.dataset} with {cfg.model}, {partition_label(cfg)}, {cfg.rounds} rounds, "
+             f"seed {cfg.seed}",
+             f"final accuracy {percent(result.final_accuracy)}   best {percent(result.best_accuracy)}{best_at}"]
+    if summary.get("diverged"):
+        lines.append("diverged: non-finite weights or test loss; these accuracies are not results")
+    if names:
+        worst = min(range(len(names)), key=lambda c: result.class_accuracy[c])
+        lines.append(f"worst class: {names[worst]} {percent(result.class_accuracy[worst])}")
+    if result.folder:
+        lines.append(f"stored in {result.folder} (fedlib show {cfg.hash()})")
+    return lines
+
+
+def chance_hint(result) -> str | None:
+    """One line when the final accuracy is at chance level (<= 1.5 / classes), saying what to raise."""
+    from fedlib.listing import percent
+
+    classes = len(result.class_names)
+    final = result.final_accuracy
+    if not classes or not isinstance(final, float) or final != final or final > CHANCE_FACTOR / classes:
+        return None
+    cfg = result.config
+    samples = f", --max-train-samples ({cfg.max_train_samples})" if cfg.max_train_samples else ""
+    return (f"hint: {percent(final)} is chance level for {classes} classes (<= {percent(CHANCE_FACTOR / classes)}): "
+            f"the model learned nothing; raise --rounds ({cfg.rounds}){samples}, --local-epochs ({cfg.local_epochs}) "
+            f"or --lr ({cfg.lr:g})")
+
+
+def interrupted_line(cfg, no_store: bool, argv: Sequence[str]) -> str:
+    """The one line a Ctrl-C leaves: where the run was checkpointed and the command that resumes it."""
+    from fedlib import store
+
+    command = command_line(argv)
+    if no_store:
+        return f"interrupted; nothing was kept (--no-store); rerun to start again: {command}"
+    record = store.RunRecord(store.run_dir(cfg))
+    done = record.saved_round()
+    if not done:
+        return f"interrupted before round 1 was checkpointed; rerun to start again: {command}"
+    return (f"interrupted; checkpointed at round {done} of {cfg.rounds} in {record.folder}; to resume from round "
+            f"{min(done + 1, cfg.rounds)}, rerun the same command: {command}")
+
+
+def command_line(argv: Sequence[str]) -> str:
+    """The command as the user can type it again: ``python -m fedlib ...`` or ``fedlib ...``."""
+    script = os.path.normpath(sys.argv[0]).split(os.sep) if sys.argv and sys.argv[0] else []
+    if script[-2:] == ["fedlib", "__main__.py"]:
+        return shlex.join([sys.executable, "-m", "fedlib", *argv])
+    return shlex.join(["fedlib", *argv])
+
+
+# ====================================================================== list, show, export
+def _filters(ns: argparse.Namespace) -> dict[str, str]:
+    """The filters given on the command line, checked."""
+    from fedlib.listing import check_filters
+
+    check_filters(ns.method, ns.dataset, ns.model, ns.status)
+    return {k: getattr(ns, k) for k in ("method", "dataset", "model", "status") if getattr(ns, k) is not None}
 
 
 def _cmd_list(ns: argparse.Namespace) -> int:
-    from fedlib import store
+    from fedlib import listing, store
 
-    records = store.list_runs(ns.results, complete_only=False)
-    sizes = [record.disk_bytes for record in records]
-    for record, size in zip(records, sizes):
-        status, details = _list_entry(record)
-        print(f"{record.folder.name}  {status:8s}  {store.human_bytes(size):>9s}  {details}")
-    if records:
-        print(f"{len(records)} runs, {store.human_bytes(sum(sizes))} on disk in {store.results_root(ns.results)}")
+    filters = _filters(ns)
+    root = store.results_root(ns.results)
+    if ns.sort not in listing.SORT_COLUMNS:
+        raise FedlibError(f"unknown sort column {ns.sort!r}; valid sort columns: {_names(listing.SORT_COLUMNS)}")
+    runs = listing.stored_runs(ns.results)
+    if not runs:
+        print(listing.empty_store_line(root))
+        return 0
+    chosen = listing.select(runs, **filters)
+    if not chosen:
+        described = " ".join(f"{k}={v}" for k, v in filters.items())
+        print(f"no runs match {described} in {root} ({len(runs)} runs there)")
+        return 0
+    print("\n".join(listing.list_lines(listing.sort_runs(chosen, ns.sort), len(runs), root, ns.sort, filters)))
     return 0
 
 
-def _list_entry(record) -> tuple[str, str]:
-    """One run's status and its config and final accuracy, for ``fedlib list``."""
-    try:
-        cfg = record.read_config()
-        summary = record.read_summary() if record.complete else None
-    except (ValueError, KeyError, TypeError, OSError, FedlibError) as exc:
-        return "corrupt", f"{type(exc).__name__}: {str(exc).splitlines()[0][:90] if str(exc) else ''}"
-    status = "partial" if summary is None else "diverged" if summary.get("diverged") else "done"
-    acc = "-" if summary is None else f"{summary['final_accuracy']:.4f}"
-    return status, (f"{cfg.method:14s} {cfg.dataset:14s} {cfg.partition:12s}"
-                    f" rounds={cfg.rounds:<4d} seed={cfg.seed}  acc={acc}")
-
-
 def _cmd_show(ns: argparse.Namespace) -> int:
-    from fedlib import store
+    from fedlib import listing
 
-    matches = [r for r in store.list_runs(ns.results, complete_only=False) if r.folder.name.startswith(ns.hash)]
-    if len(matches) != 1:
-        raise FedlibError(f"{len(matches)} stored runs match {ns.hash!r} in {store.results_root(ns.results)}")
-    record = matches[0]
-    out = {"config": record.read_config().to_dict(), "meta": record.read_meta(),
-           "summary": record.read_summary() if record.complete else None}
-    print(json.dumps(out, indent=2))
+    run = listing.find_run(ns.hash, ns.results)
+    if ns.json:
+        if run.config is None:
+            raise FedlibError(f"stored run {run.record.folder} is corrupt ({run.problem})")
+        out = {"config": run.config.to_dict(), "meta": run.record.read_meta(), "summary": run.summary}
+        print(json.dumps(out, indent=2))
+        return 0
+    print("\n".join(listing.show_lines(run, ns.every)))
+    return 0
+
+
+def _cmd_export(ns: argparse.Namespace) -> int:
+    from fedlib import export, listing, store
+
+    filters = _filters(ns)
+    export.summary_api()  # the missing package is reported before anything is read
+    runs = listing.select(listing.stored_runs(ns.results), **filters)
+    readable = [run for run in runs if run.config is not None]
+    if not readable:
+        print(f"nothing to export: no readable run in {store.results_root(ns.results)}"
+              + (" matches the filters" if filters else ""))
+        return 0
+    written = export.export_tensorboard(readable, ns.out)
+    skipped = len(runs) - len(readable)
+    note = f"; {skipped} corrupt run{'s' if skipped != 1 else ''} skipped" if skipped else ""
+    count = f"{len(written)} run{'s' if len(written) != 1 else ''}"
+    print(f"exported {count} to {ns.out}{note}; view them with: tensorboard --logdir {shlex.quote(ns.out)}")
     return 0
 
 
@@ -198,18 +375,24 @@ def _cmd_methods(ns: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point; returns the exit status."""
+    argv = list(sys.argv[1:] if argv is None else argv)
     try:
         ns = _build_parser().parse_args(argv)
-        handler = {"run": _cmd_run, "list": _cmd_list, "show": _cmd_show, "methods": _cmd_methods}[ns.command]
+        if ns.command == "run":
+            return _cmd_run(ns, argv)
+        handler = {"list": _cmd_list, "show": _cmd_show, "export": _cmd_export, "methods": _cmd_methods}[ns.command]
         return handler(ns)
     except FedlibError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # the reader went away (fedlib list | head): stop quietly
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
     except OSError as exc:  # --results on a file or an unwritable folder, a full disk, ...
         print(f"error: {exc.strerror or exc}: {exc.filename or ''}".rstrip(": "), file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print("interrupted; rerun the same command to resume from the last checkpoint", file=sys.stderr)
+        print("interrupted", file=sys.stderr)
         return 130
 
 

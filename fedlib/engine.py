@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import sys
 import time
 from dataclasses import dataclass, field
 from typing import Any, Iterator
@@ -524,10 +525,10 @@ def run(cfg: RunConfig, *, hooks: list = (), progress: bool = True, use_store: b
     """
     record = store.RunRecord(store.run_dir(cfg, results_dir)) if use_store else None
     if record is not None and record.complete and not hooks:
-        return _stored_result(cfg, record)
+        return _served(cfg, record, progress)
     reference = store.reference_record(cfg) if use_store and not hooks else None
     if reference is not None:  # a committed full-scale run: read-only, metrics only
-        return _stored_result(cfg, reference)
+        return _served(cfg, reference, progress)
     if use_store and render_only():
         raise NotRun(f"run {cfg.hash()} ({cfg.method} on {cfg.dataset}, seed {cfg.seed}) is in no store "
                      "and FEDLIB_RENDER_ONLY is set")
@@ -537,7 +538,7 @@ def run(cfg: RunConfig, *, hooks: list = (), progress: bool = True, use_store: b
         return _train(cfg, None, None, hooks, progress, stop_after)
     with record.claim() as claim:
         if record.complete and not hooks:  # finished by the previous holder while we waited
-            return _stored_result(cfg, record)
+            return _served(cfg, record, progress)
         return _train(cfg, record, claim, hooks, progress, stop_after)
 
 
@@ -557,35 +558,34 @@ def _train(cfg: RunConfig, record: store.RunRecord | None, claim, hooks: list, p
     rounds, seconds = ([], 0.0) if record is None else _restore(record, server)
     if record is not None and server.round > 0:
         _warn_changed_arithmetic(cfg, record.read_meta(), server.round)
+        _say(_resume_message(cfg, server.round, record.folder), progress)
     if record is not None:
         record.discard_partial_writes()
         record.write_config(cfg)
         record.write_meta(_meta(cfg, server))
     diverged = server.round > 0 and _diverged(server.model, rounds[-1] if rounds else {})
-    bar = _progress_bar(cfg, server.round, progress)
-    while server.round < cfg.rounds and not diverged:
-        if stop_after is not None and server.round >= stop_after:
-            bar.close()
-            return RunResult(cfg, rounds, {}, record.folder if record else None)
-        started = time.perf_counter()
-        metrics = run_round(server, algorithm, list(hooks))
-        finite = _all_finite(server.model)
-        if not finite or (server.round + 1) % cfg.eval_every == 0 or server.round + 1 == cfg.rounds:
-            _evaluate_round(server, algorithm, metrics)
-        diverged = _diverged(server.model, metrics, finite)
-        if diverged:
-            metrics["diverged"] = True
-        seconds += time.perf_counter() - started
-        metrics["seconds"] = seconds
-        rounds.append(metrics)
-        server.round += 1
-        if record is not None:
-            claim.heartbeat()
-            _checkpoint(record, server, rounds, seconds)
-        _advance(bar, metrics)
-        if diverged:
-            _warn_diverged(cfg, server.round - 1)
-    bar.close()
+    with _progress_bar(cfg, server.round, progress) as bar:  # closed (its line cleared) on Ctrl-C too
+        while server.round < cfg.rounds and not diverged:
+            if stop_after is not None and server.round >= stop_after:
+                return RunResult(cfg, rounds, {}, record.folder if record else None)
+            started = time.perf_counter()
+            metrics = run_round(server, algorithm, list(hooks))
+            finite = _all_finite(server.model)
+            if not finite or (server.round + 1) % cfg.eval_every == 0 or server.round + 1 == cfg.rounds:
+                _evaluate_round(server, algorithm, metrics)
+            diverged = _diverged(server.model, metrics, finite)
+            if diverged:
+                metrics["diverged"] = True
+            seconds += time.perf_counter() - started
+            metrics["seconds"] = seconds
+            rounds.append(metrics)
+            server.round += 1
+            if record is not None:
+                claim.heartbeat()
+                _checkpoint(record, server, rounds, seconds)
+            _advance(bar, metrics)
+            if diverged:
+                _warn_diverged(cfg, server.round - 1)
     if not any("accuracy" in r for r in rounds):  # resumed after the last round, before its evaluation
         _evaluate_round(server, algorithm, rounds[-1])
     summary = _summary(cfg, rounds, server.data, seconds)
@@ -689,5 +689,37 @@ def _progress_bar(cfg: RunConfig, start: int, enabled: bool):
 
 def _advance(bar, metrics: dict) -> None:
     if "accuracy" in metrics:
-        bar.set_postfix(acc=f"{metrics['accuracy']:.4f}")
+        bar.set_postfix(acc=f"{100 * metrics['accuracy']:.2f}%")
     bar.update(1)
+
+
+def _say(message: str, enabled: bool) -> None:
+    """One line on the progress bar's channel (stderr, above any open bar); nothing when quiet."""
+    if enabled:
+        from tqdm.auto import tqdm
+
+        tqdm.write(message, file=sys.stderr)
+
+
+def _served(cfg: RunConfig, record: store.RunRecord, progress: bool) -> RunResult:
+    """A complete run from ``record`` (see :func:`_stored_result`), announced when ``progress``."""
+    result = _stored_result(cfg, record)
+    if progress:
+        _say(_served_message(record, result.summary), True)
+    return result
+
+
+def _served_message(record: store.RunRecord, summary: dict) -> str:
+    """'served from the store: FOLDER (trained DATE, SECONDS s)'."""
+    finished = record.finished_at()
+    when = time.strftime("%Y-%m-%d %H:%M", time.localtime(finished)) if finished else "at an unknown time"
+    seconds = summary.get("train_seconds")
+    took = f", {seconds:.1f} s" if isinstance(seconds, (int, float)) else ""
+    return f"served from the store: {record.folder} (trained {when}{took})"
+
+
+def _resume_message(cfg: RunConfig, rounds_done: int, folder) -> str:
+    """Where a resumed run continues, in 1-based rounds."""
+    if rounds_done >= cfg.rounds:
+        return f"all {cfg.rounds} rounds were trained before; finishing the run ({folder})"
+    return f"resuming from round {rounds_done + 1} of {cfg.rounds} ({folder})"

@@ -53,7 +53,8 @@ def run_all(configs: Sequence[RunConfig], results_dir: str | os.PathLike | None 
     results, missing = [], 0
     for cfg in tqdm(configs, desc="runs", unit="run", disable=not progress or todo["to_run"] == 0):
         try:
-            results.append(run(cfg, results_dir=results_dir, progress=progress))
+            quiet = store.is_stored(cfg, results_dir)  # served silently: the plan line counted it
+            results.append(run(cfg, results_dir=results_dir, progress=progress and not quiet))
         except NotRun:  # rendering only: a placeholder whose cells the tables show as "not run"
             results.append(RunResult.not_run(cfg))
             missing += 1

@@ -380,6 +380,44 @@ class RunRecord:
         path = self.folder / "meta.json"
         return read_json(path) if path.exists() else {}
 
+    # -------------------------------------------------------------- read helpers for people
+    def rounds_logged(self) -> int:
+        """How many rounds rounds.jsonl holds (0 when it is missing), without parsing them."""
+        path = self.folder / "rounds.jsonl"
+        if not path.exists():
+            return 0
+        return sum(1 for line in path.read_bytes().splitlines() if line.strip())
+
+    def finished_at(self) -> float | None:
+        """When the run was completed (summary.json's modification time, seconds since the
+        epoch), or None for a run that is not complete."""
+        path = self.folder / "summary.json"
+        return path.stat().st_mtime if path.exists() else None
+
+    def last_modified(self) -> float:
+        """The latest modification time of the run's metric files (of its folder when it has none)."""
+        times = [path.stat().st_mtime for path in (self.folder / name for name in REFERENCE_FILES) if path.exists()]
+        return max(times) if times else self.folder.stat().st_mtime
+
+    def saved_round(self) -> int | None:
+        """Rounds done in the last committed state (resume checkpoint, else final state), read
+        memory-mapped so no tensor is loaded; None when neither exists or cannot be read."""
+        for name in (CHECKPOINT_FILE, FINAL_FILE):
+            path = self.folder / name
+            if not path.exists():
+                continue
+            try:
+                state = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+            except (pickle.UnpicklingError, RuntimeError, EOFError, ValueError, OSError):
+                return None
+            return state.get("round") if isinstance(state, dict) else None
+        return None
+
+    def in_progress(self) -> bool:
+        """Whether a live process holds the run's claim (it is training now)."""
+        current = _read_claim(self.folder / CLAIM_FILE)
+        return bool(current) and not _abandoned(current)
+
     # -------------------------------------------------------------- one writer at a time
     @contextmanager
     def claim(self) -> Iterator["Claim"]:
