@@ -22,14 +22,25 @@ Runner options (passed through; default profile smoke):
   --data DIR                    dataset folder (default: $FEDLIB_DATA or the cache)
   --results DIR --figures DIR --tables DIR --out DIR --kernel NAME
   --list                        list notebooks and their profiles, run nothing
-  --plan                        the table notebooks' runs, how many are stored, estimated hours
-                                (one probe round per unmeasured dataset+model); run nothing.
+  --plan                        the table notebooks' runs, how many are stored, estimated CPU- or
+                                GPU-hours on --device, runs whose data are missing here and why;
+                                run nothing but small cached probe rounds (seconds per image from
+                                stored runs, else the dry run's CSV, else probes on a stand-in).
                                 --profile paper prints this plan before it starts.
+  --dry-run                     one round of every distinct config the table notebooks declare, on
+                                a small slice of its data (a stand-in of the same shape where the
+                                data are missing), on the CPU, storing nothing; per config: ok or
+                                the error, peak memory, parameters, seconds per image. Resumable:
+                                rows are appended to --dry-run-csv (default
+                                output/dry_run/<profile>.csv) and configs already there skipped.
+  --dry-run-csv FILE --jobs N --limit N --retry-errors
+                                dry run: its CSV, worker processes (default 1), at most N new
+                                configs (spread over dataset, model, method), re-run errors
   --render-only                 train nothing: tables and figures from the stores (results/ and the
                                 committed reference_results/); cells no store holds read "not run"
 Environment: FEDLIB_DATA (datasets), FEDLIB_BACKEND=auto|threads|stacked (faster local training).
 
-Exit status: the runner's (0 all ran, 1 a notebook failed, 2 bad options).
+Exit status: the runner's (0 all ran, 1 a notebook or a dry-run config failed, 2 bad options).
 USAGE
 }
 

@@ -863,3 +863,88 @@ def make_synthetic(
     dataset = Dataset("synthetic", train_x, train_y, test_x, test_y,
                       [f"class_{i}" for i in range(num_classes)], (), (), source="synthetic")
     return _finish(dataset, None)
+
+
+# ----------------------------------------------------------------------------- stand-ins
+
+
+@dataclass(frozen=True)
+class DatasetShape:
+    """What a dataset looks like to a run, without its pixels: image shape, classes, split sizes
+    and natural groups (FEMNIST writers, Office-Caltech-10 domains; 0 where there are none).
+
+    The sizes are the published ones, used to scale time estimates (fedlib.tables) and to
+    declare runs whose setting depends on the data (every FEMNIST writer as a client).
+    """
+
+    channels: int
+    image_size: int
+    num_classes: int
+    train_size: int
+    test_size: int
+    groups: int = 0
+    group_names: tuple[str, ...] = ()
+
+
+DATASET_SHAPES = {
+    "mnist": DatasetShape(1, 28, 10, 60000, 10000),
+    "fashion_mnist": DatasetShape(1, 28, 10, 60000, 10000),
+    "cifar10": DatasetShape(3, 32, 10, 50000, 10000),
+    "cifar100": DatasetShape(3, 32, 100, 50000, 10000),
+    "tinyimagenet": DatasetShape(3, 64, 200, 100000, 10000),
+    "cinic10": DatasetShape(3, 32, 10, 90000, 90000),
+    # LEAF's FEMNIST as TensorFlow Federated ships it (writers with >= 2 samples); a LEAF build
+    # of your own may hold a few more writers
+    "femnist": DatasetShape(1, 28, 62, 671585, 77483, groups=3400),
+    # 2,533 images (amazon 958, caltech 1,123, dslr 157, webcam 295), a fifth of each domain and class tested
+    "office_caltech10": DatasetShape(3, 32, 10, 2027, 506, groups=4, group_names=OFFICE_DOMAINS),
+    "digits": DatasetShape(1, 8, 10, 1437, 360),
+    "synthetic": DatasetShape(1, 28, 10, 1000, 200),
+}
+# FEMNIST's ten digit classes ({"digits_only": True}, PKD): TensorFlow Federated's only_digits sizes
+_FEMNIST_DIGITS = DatasetShape(1, 28, 10, 341873, 40832, groups=3383)
+
+
+def dataset_shape(name: str, **options) -> DatasetShape:
+    """The shape of ``name`` loaded with ``options`` (image_size, digits_only, synthetic's arguments)."""
+    if name not in DATASETS:
+        raise one_of("dataset", name, DATASETS)
+    resolved = _resolve_options(name, options)
+    shape = _FEMNIST_DIGITS if name == "femnist" and resolved["digits_only"] else DATASET_SHAPES[name]
+    if name == "synthetic":
+        channels, size, _ = resolved["image_shape"]
+        classes = resolved["num_classes"]
+        return replace(shape, channels=channels, image_size=size, num_classes=classes,
+                       train_size=classes * resolved["train_per_class"], test_size=classes * resolved["test_per_class"])
+    if resolved.get("image_size"):
+        shape = replace(shape, image_size=resolved["image_size"])
+    return shape
+
+
+def stand_in_dataset(name: str, num_train: int, num_test: int, seed: int = 0, groups: int | None = None,
+                     **options) -> Dataset:
+    """A dataset shaped like ``name`` (channels, image size, classes, class names) holding
+    :func:`make_synthetic`'s class patterns: what a dry run trains on where the real files are
+    missing. ``num_train`` / ``num_test`` samples, classes balanced; ``groups`` natural groups
+    (default: the dataset's own count, e.g. Office-Caltech-10's four domains) dealt round-robin,
+    so every group holds samples of several classes."""
+    shape = dataset_shape(name, **options)
+    if num_train < 1 or num_test < 1:
+        raise FedlibError(f"a stand-in needs >= 1 train and test sample, got {num_train} and {num_test}")
+    classes = shape.num_classes
+    synthetic = make_synthetic(classes, -(-num_train // classes), -(-num_test // classes),
+                               (shape.channels, shape.image_size, shape.image_size), seed=seed)
+    synthetic = synthetic.subset(num_train, num_test, seed)
+    dataset = replace(synthetic, name=name, class_names=_stand_in_class_names(name, classes),
+                      source=f"stand-in for {name} (synthetic patterns of its shape)")
+    group_count = shape.groups if groups is None else groups
+    if group_count:
+        dataset = replace(dataset, train_groups=np.arange(num_train) % group_count,
+                          test_groups=np.arange(num_test) % group_count,
+                          group_names=list(shape.group_names) or [f"group_{g}" for g in range(group_count)])
+    return dataset
+
+
+def _stand_in_class_names(name: str, classes: int) -> list[str]:
+    known = _CANONICAL_CLASSES.get(name, [])
+    return list(known[:classes]) if len(known) >= classes else [f"class_{i}" for i in range(classes)]

@@ -6,11 +6,18 @@ that grid without running anything, :func:`declared_configs` executes the notebo
 in order, with the profile's parameters injected after the parameters cell as papermill does,
 and stops at the ``describe_plan`` call, whose argument is the grid. Figure notebooks print no
 plan and are left out.
+
+Declaring does not need the data: notebooks skip their runs when ``data.missing_dataset_message``
+names a missing dataset, and size some grids from the data (every FEMNIST writer a client), so
+while declaring, that check reports every dataset present and ``data.load_dataset`` serves a
+stand-in of the missing dataset's published shape (:data:`fedlib.data.DATASET_SHAPES`). The plan
+then says which runs cannot run here, and why.
 """
 
 from __future__ import annotations
 
 import contextlib
+import io
 import json
 import os
 from pathlib import Path
@@ -18,11 +25,12 @@ from typing import Iterator, Sequence
 
 import pandas as pd
 
-from fedlib import tables
+from fedlib import data, store, tables
 from fedlib.config import RunConfig
 
 
 PLAN_CALL = "describe_plan("
+TOTAL_ROW = "total (shared runs once)"
 
 
 class _Declared(Exception):
@@ -34,8 +42,9 @@ class _Declared(Exception):
 
 
 def declared_configs(notebook: Path, parameters: dict) -> list[RunConfig] | None:
-    """The runs ``notebook`` declares under ``parameters``; None if it prints no plan (a figure
-    notebook: nothing of it is executed), [] if its plan cell declares nothing (missing data)."""
+    """The runs ``notebook`` declares under ``parameters``, whether or not their data are here;
+    None if it prints no plan (a figure notebook: nothing of it is executed), [] if its plan
+    cell declares nothing."""
     cells = [c for c in json.loads(Path(notebook).read_text(encoding="utf-8"))["cells"] if c["cell_type"] == "code"]
     if not any(PLAN_CALL in "".join(c["source"]) for c in cells):
         return None
@@ -44,7 +53,8 @@ def declared_configs(notebook: Path, parameters: dict) -> list[RunConfig] | None
     def capture(configs, *args, **kwargs):
         raise _Declared(configs)
 
-    with _replaced(tables, "describe_plan", capture), _working_dir(Path(notebook).parent), _no_windows():
+    with _replaced(tables, "describe_plan", capture), _data_not_needed(), _working_dir(Path(notebook).parent), \
+            _no_windows(), contextlib.redirect_stdout(io.StringIO()):
         try:
             for index, cell in enumerate(cells):
                 source = "".join(cell["source"])
@@ -58,30 +68,92 @@ def declared_configs(notebook: Path, parameters: dict) -> list[RunConfig] | None
     return []
 
 
-def plan_frame(grids: dict[str, list[RunConfig] | None], results_dir: str | os.PathLike | None,
-               probe: bool = True) -> pd.DataFrame:
-    """One row per notebook (runs, stored, to run, estimated hours) and a total row.
+@contextlib.contextmanager
+def _data_not_needed() -> Iterator[None]:
+    """While declaring: every dataset reads as present, and a missing one loads as a small
+    stand-in of its published shape (one sample per natural group, so group counts hold)."""
 
-    The total counts a run shared by several notebooks once (the store computes it once).
+    def load(name, data_dir=None, download=False, **options):
+        if missing(name, data_dir, download) is None:
+            return real_load(name, data_dir=data_dir, download=download, **options)
+        shape = data.dataset_shape(name, **options)
+        size = max(shape.groups, shape.num_classes)
+        return data.stand_in_dataset(name, size, shape.num_classes, **options)
+
+    missing, real_load = data.missing_dataset_message, data.load_dataset
+    with _replaced(data, "missing_dataset_message", lambda *args, **kwargs: None), \
+            _replaced(data, "dataset_available", lambda *args, **kwargs: True), _replaced(data, "load_dataset", load):
+        yield
+
+
+# ---------------------------------------------------------------------- the plan table
+def plan_frame(grids: dict[str, list[RunConfig] | None], results_dir: str | os.PathLike | None,
+               probe: bool = True, device: str = "auto", dry_run_csv: str | os.PathLike | None = None,
+               progress: bool = True) -> pd.DataFrame:
+    """One row per notebook (runs, stored, to run, runs whose data are missing here, estimated
+    hours) and a total row over the union of their runs (a run shared by notebooks counts once).
+
+    Every run's hours come from one set of rates, so the total is the sum over the union: at
+    least any row, at most their sum. ``frame.attrs`` holds the unit, the device, the reasons
+    runs cannot run here and where the rates came from.
     """
-    rows, everything = [], {}
-    for name, configs in grids.items():
-        if configs is None:
-            continue
-        plan = tables.estimate_plan(configs, results_dir, probe)
-        rows.append({"notebook": name, "runs": plan["runs"], "stored": plan["stored"],
-                     "to run": plan["to_run"], "hours": plan["hours"]})
-        everything.update({c.hash(): c for c in configs})
-    total = tables.estimate_plan(list(everything.values()), results_dir, probe)
-    rows.append({"notebook": "total (shared runs once)", "runs": total["runs"], "stored": total["stored"],
-                 "to run": total["to_run"], "hours": total["hours"]})
-    return pd.DataFrame(rows)
+    from fedlib import timing
+
+    union = {c.hash(): c for configs in grids.values() for c in configs or []}
+    to_run = [c for c in union.values() if not store.is_stored(c, results_dir)]
+    probe = probe and not tables.render_only()
+    rates = timing.plan_rates(list(union.values()), results_dir, device, probe, dry_run_csv, progress)
+    rows = [_row(name, configs, results_dir, rates, device) for name, configs in grids.items() if configs is not None]
+    total = _row(TOTAL_ROW, list(union.values()), results_dir, rates, device)
+    frame = pd.DataFrame(rows + [total])
+    frame.attrs.update(unit=timing.hours_unit(device), device=timing.device_label(device),
+                       no_data=missing_reasons(to_run), sources=rates.sources(to_run), probes=rates.probes_run,
+                       unknown=total.pop("unknown"))
+    return frame.drop(columns="unknown")
+
+
+def _row(name: str, configs: list[RunConfig], results_dir, rates, device: str) -> dict:
+    plan = tables.estimate_plan(configs, results_dir, rates=rates, device=device)
+    return {"notebook": name, "runs": plan["runs"], "stored": plan["stored"], "to run": plan["to_run"],
+            "no data here": sum(plan["no_data"].values()), "hours": plan["hours"], "unknown": plan["unknown"]}
+
+
+def missing_reasons(configs: Sequence[RunConfig]) -> dict[str, str]:
+    """Dataset -> why its runs cannot run here: '<n> runs: cifar100 missing in /data (...)'."""
+    counts: dict[tuple, int] = {}
+    for cfg in configs:
+        counts[(cfg.dataset, cfg.data_dir)] = counts.get((cfg.dataset, cfg.data_dir), 0) + 1
+    reasons = {}
+    for (dataset, data_dir), count in sorted(counts.items(), key=lambda item: str(item[0])):
+        if data.missing_dataset_message(dataset, data_dir) is not None:
+            reasons[dataset] = f"{count} run(s): {dataset} missing in {_data_folder(data_dir)}"
+    return reasons
+
+
+def _data_folder(data_dir: str | None) -> str:
+    if data_dir:
+        return str(data_dir)
+    if os.environ.get("FEDLIB_DATA"):
+        return f"$FEDLIB_DATA ({os.environ['FEDLIB_DATA']})"
+    return "the fedlib data cache (set FEDLIB_DATA or --data)"
 
 
 def format_plan(frame: pd.DataFrame, profile: str, device: str) -> str:
-    """The plan as a text table with one line of context."""
-    text = frame.to_string(index=False, formatters={"hours": "{:.2f}".format})
-    return f"plan for the {profile!r} profile (hours estimated on this machine, device {device}):\n{text}"
+    """The plan as a text table: what the hours count and where, then why runs cannot run here."""
+    unit = frame.attrs.get("unit", "hours")
+    shown = frame.rename(columns={"hours": unit})
+    text = shown.to_string(index=False, formatters={unit: "{:,.2f}".format})
+    lines = [f"plan for the {profile!r} profile: hours of training still to do, estimated for "
+             f"{frame.attrs.get('device', device)} (--device {device}), in {unit}", text]
+    for dataset, reason in frame.attrs.get("no_data", {}).items():
+        lines.append(f"cannot run here: {reason}; estimated from a stand-in of its shape")
+    if frame.attrs.get("unknown"):
+        lines.append(f"{frame.attrs['unknown']} run(s) have no time estimate (no stored run, no probe)")
+    sources = ", ".join(f"{n} from {source}" for source, n in sorted(frame.attrs.get("sources", {}).items()))
+    if sources:
+        lines.append(f"seconds per image of the (dataset, model, method) kinds: {sources}; "
+                     f"{frame.attrs.get('probes', 0)} probe(s) run now")
+    return "\n".join(lines)
 
 
 @contextlib.contextmanager

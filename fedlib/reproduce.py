@@ -22,6 +22,7 @@ import logging
 import os
 import platform
 import sys
+import tempfile
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -178,7 +179,9 @@ def run_notebooks(
     if show_plan:
         from fedlib.plan import format_plan
 
-        print(format_plan(_plan(notebooks, profiles, overrides), profile, device), flush=True)
+        dry_run_csv = default_dry_run_csv(root, profile)
+        frame = _plan(notebooks, profiles, overrides, dry_run_csv=dry_run_csv if dry_run_csv.exists() else None)
+        print(format_plan(frame, profile, device), flush=True)
     all_stems = [nb.stem for nb in find_notebooks(notebooks[0].parent)] if notebooks else []
     runs = []
     for notebook in notebooks:
@@ -194,22 +197,71 @@ def run_notebooks(
 def plan_notebooks(profile: str = "paper", only: str | None = None, *, probe: bool = True,
                    notebooks_dir: str | os.PathLike | None = None, profiles_dir: str | os.PathLike | None = None,
                    device: str = "auto", data_dir: str | os.PathLike | None = None,
-                   results_dir: str | os.PathLike | None = None) -> "pd.DataFrame":
-    """The plan of the selected table notebooks in ``profile``, running nothing but probe rounds."""
-    notebooks, profiles, overrides, _ = _selection(profile, only, notebooks_dir, profiles_dir, device,
-                                                   data_dir, results_dir, None, None)
-    return _plan(notebooks, profiles, overrides, probe)
+                   results_dir: str | os.PathLike | None = None,
+                   dry_run_csv: str | os.PathLike | None = None) -> "pd.DataFrame":
+    """The plan of the selected table notebooks in ``profile``, running nothing but probe rounds.
+
+    Seconds per image come from stored runs, then the dry run's CSV (default
+    ``output/dry_run/<profile>.csv`` when it exists), then cached probes."""
+    notebooks, profiles, overrides, root = _selection(profile, only, notebooks_dir, profiles_dir, device,
+                                                      data_dir, results_dir, None, None)
+    if dry_run_csv is None and default_dry_run_csv(root, profile).exists():
+        dry_run_csv = default_dry_run_csv(root, profile)
+    return _plan(notebooks, profiles, overrides, probe, dry_run_csv)
 
 
-def _plan(notebooks: list[Path], profiles: dict, overrides: dict, probe: bool = True) -> "pd.DataFrame":
-    from fedlib.plan import declared_configs, plan_frame  # torch: only when a plan is asked for
+def _plan(notebooks: list[Path], profiles: dict, overrides: dict, probe: bool = True,
+          dry_run_csv: str | os.PathLike | None = None) -> "pd.DataFrame":
+    from fedlib.plan import plan_frame  # torch: only when a plan is asked for
+
+    grids = declared_grids(notebooks, profiles, overrides)
+    return plan_frame(grids, overrides["results_dir"], probe, overrides["device"], dry_run_csv)
+
+
+def declared_grids(notebooks: list[Path], profiles: dict, overrides: dict,
+                   progress: bool = True) -> dict[str, list | None]:
+    """Notebook stem -> the runs it declares under its profile (None: a figure notebook)."""
+    from tqdm.auto import tqdm
+
+    from fedlib.plan import declared_configs
 
     grids = {}
     with _fedlib_importable():
-        for notebook in notebooks:
+        for notebook in tqdm(notebooks, desc="declaring runs", unit="notebook", disable=not progress):
             parameters = {**(profiles[notebook.stem].get(overrides["profile"]) or {}), **overrides}
             grids[notebook.stem] = declared_configs(notebook, parameters)
-    return plan_frame(grids, overrides["results_dir"], probe)
+    return grids
+
+
+def declared_runs(grids: dict[str, list | None]) -> dict[str, tuple]:
+    """Config hash -> (config, the notebooks declaring it): every distinct run once."""
+    runs: dict[str, tuple] = {}
+    for stem, configs in grids.items():
+        for cfg in configs or []:
+            runs.setdefault(cfg.hash(), (cfg, []))[1].append(stem)
+    return {digest: (cfg, list(dict.fromkeys(stems))) for digest, (cfg, stems) in runs.items()}
+
+
+def default_dry_run_csv(root: Path, profile: str) -> Path:
+    """Where a profile's dry run keeps its rows: ``output/dry_run/<profile>.csv``."""
+    return Path(root) / "output" / "dry_run" / f"{profile}.csv"
+
+
+def dry_run_notebooks(profile: str = "paper", only: str | None = None, *,
+                      notebooks_dir: str | os.PathLike | None = None,
+                      profiles_dir: str | os.PathLike | None = None, data_dir: str | os.PathLike | None = None,
+                      csv_path: str | os.PathLike | None = None, jobs: int = 1, limit: int | None = None,
+                      retry_errors: bool = False) -> tuple["pd.DataFrame", Path]:
+    """Dry-run every distinct config the selected table notebooks declare in ``profile``
+    (:func:`fedlib.dry_run.dry_run`); returns the rows and the CSV they are in."""
+    from fedlib.dry_run import dry_run
+
+    with tempfile.TemporaryDirectory(prefix="fedlib-dry-run-results-") as scratch:
+        notebooks, profiles, overrides, root = _selection(profile, only, notebooks_dir, profiles_dir, "cpu",
+                                                          data_dir, scratch, None, None)
+        runs = declared_runs(declared_grids(notebooks, profiles, overrides))
+    csv_path = Path(csv_path or default_dry_run_csv(root, profile))
+    return dry_run(runs, csv_path, jobs=jobs, limit=limit, retry_errors=retry_errors), csv_path
 
 
 def _selection(profile, only, notebooks_dir, profiles_dir, device, data_dir, results_dir, figures_dir,
@@ -421,8 +473,20 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--kernel", help="Jupyter kernel; default 'fedlib' if registered, else 'python3'")
     parser.add_argument("--list", action="store_true", help="list notebooks and their profiles, run nothing")
     parser.add_argument("--plan", action="store_true",
-                        help="print the table notebooks' plan (runs, stored, estimated hours) and stop; "
-                             "always printed first for --profile paper")
+                        help="print the table notebooks' plan (runs, stored, runs whose data are missing here and "
+                             "why, estimated CPU- or GPU-hours on --device) and stop; always printed first for "
+                             "--profile paper")
+    parser.add_argument("--dry-run", action="store_true",
+                        help="run one round of every distinct config the table notebooks declare, on a small slice "
+                             "of its data (a stand-in where the data are missing), on the CPU; store nothing; rows "
+                             "go to --dry-run-csv as they finish, and configs already there are skipped")
+    parser.add_argument("--dry-run-csv", help="the dry run's CSV; default output/dry_run/<profile>.csv (the plan "
+                                              "reads its seconds per image)")
+    parser.add_argument("--jobs", type=int, default=1, help="dry run: worker processes; default 1")
+    parser.add_argument("--limit", type=int, help="dry run: at most this many configs not yet in the CSV, "
+                                                  "spread over (dataset, model, method)")
+    parser.add_argument("--retry-errors", action="store_true", help="dry run: run again the configs whose row "
+                                                                    "says error")
     parser.add_argument("--render-only", action="store_true",
                         help="train nothing: every run comes from results/ or the committed reference_results/; "
                              "cells no store holds read 'not run'")
@@ -431,8 +495,21 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _dry_run_main(args: argparse.Namespace, notebooks_dir: Path, profiles_dir: Path) -> int:
+    """``--dry-run``: the table, the summary and the errors; status 1 when a config failed."""
+    from fedlib.dry_run import format_dry_run
+
+    if args.limit is not None and args.limit < 0:
+        raise FedlibError(f"--limit must be >= 0, got {args.limit}")
+    frame, csv_path = dry_run_notebooks(args.profile, args.only, notebooks_dir=notebooks_dir,
+                                        profiles_dir=profiles_dir, data_dir=args.data, csv_path=args.dry_run_csv,
+                                        jobs=args.jobs, limit=args.limit, retry_errors=args.retry_errors)
+    print(format_dry_run(frame, csv_path))
+    return 0 if (frame["status"] == "ok").all() else 1
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the CLI; returns the exit status (0 ok, 1 a notebook failed, 2 bad options)."""
+    """Run the CLI; returns the exit status (0 ok, 1 a notebook or dry-run config failed, 2 bad options)."""
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     if args.render_only:  # inherited by the kernels papermill starts
@@ -445,9 +522,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.list:
             print(format_listing(notebooks_dir, profiles_dir, args.only))
             return 0
+        if args.dry_run:
+            return _dry_run_main(args, notebooks_dir, profiles_dir)
         if args.plan:
             frame = plan_notebooks(args.profile, args.only, notebooks_dir=notebooks_dir, profiles_dir=profiles_dir,
-                                   device=args.device, data_dir=args.data, results_dir=args.results)
+                                   device=args.device, data_dir=args.data, results_dir=args.results,
+                                   dry_run_csv=args.dry_run_csv)
             from fedlib.plan import format_plan
 
             print(format_plan(frame, args.profile, args.device))

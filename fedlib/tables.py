@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import os
 import re
-import time
 from typing import Iterable, Sequence
 
 import numpy as np
@@ -29,7 +28,7 @@ import pandas as pd
 
 from fedlib import experiments, store
 from fedlib.config import RunConfig
-from fedlib.engine import RunResult, load_run_dataset, render_only, run
+from fedlib.engine import RunResult, load_run_dataset, render_only
 from fedlib.errors import FedlibError, one_of
 
 PAPER_COLUMNS = ["paper", "table", "method", "dataset", "setting", "value", "std"]
@@ -62,112 +61,77 @@ def method_grid(base: RunConfig, methods: Sequence[str], method_args: dict[str, 
 
 
 # ---------------------------------------------------------------------- the plan
-# Training-set sizes, used only to scale the plan's time estimate between configs.
-_TRAIN_SIZE = {"mnist": 60000, "fashion_mnist": 60000, "cifar10": 50000, "cifar100": 50000,
-               "tinyimagenet": 100000, "cinic10": 90000, "femnist": 80000, "office_caltech10": 2000,
-               "digits": 1437, "synthetic": 2000}
-
-
 def describe_plan(configs: Sequence[RunConfig], results_dir: str | os.PathLike | None = None,
                   probe: bool = True) -> dict:
     """Print and return the plan (:func:`estimate_plan`): runs, stored, to run, estimated hours."""
     plan = estimate_plan(configs, results_dir, probe)
-    print(f"plan: {plan['runs']} runs, {plan['stored']} stored, {plan['to_run']} to run; "
-          f"estimated {plan['hours']:.2f} h on this device ({plan['measured']} measured group(s), "
-          f"{plan['probes']} probe round(s))")
+    print(f"plan: {plan['runs']} runs, {plan['stored']} stored, {plan['to_run']} to run; estimated "
+          f"{plan['hours']:.2f} {plan['unit']} on {plan['device']}{_plan_caveats(plan)}")
     return plan
 
 
+def _plan_caveats(plan: dict) -> str:
+    notes = [f"{n} run(s) of {dataset}: data missing here" for dataset, n in sorted(plan["no_data"].items())]
+    notes += [f"{plan['unknown']} run(s) without a time estimate"] if plan["unknown"] else []
+    return f" ({'; '.join(notes)})" if notes else ""
+
+
 def estimate_plan(configs: Sequence[RunConfig], results_dir: str | os.PathLike | None = None,
-                  probe: bool = True) -> dict:
-    """The plan: runs, how many are stored, and the hours still to compute.
+                  probe: bool = True, *, rates=None, device: str | None = None,
+                  dry_run_csv: str | os.PathLike | None = None) -> dict:
+    """The plan: runs, how many are stored, and the hours still to compute on ``device``.
 
-    Time per round is measured, then scaled by each config's work per round (clients sampled x
-    local epochs x training images): from this grid's stored runs of the same (dataset, model,
-    method), else of the same (dataset, model); a (dataset, model) with nothing stored is
-    measured by one probe round of its first missing config (run, not stored). The estimate is
-    for the device this runs on.
+    A run's hours are its rounds x the images one round trains x the seconds per image of its
+    (dataset, model, method) on this device (:mod:`fedlib.timing`: stored runs, the dry run's
+    CSV, else cached probes on a stand-in of the data's shape; here a method whose cost relative
+    to FedAvg no probe has measured yet counts as FedAvg, which keeps a notebook's plan to one
+    probe per (dataset, model); ``reproduce.sh --plan`` measures them). Pass one ``rates`` to
+    several plans and every run counts the same hours in each, so a plan of a union adds up its parts.
+    Runs whose data are missing here are counted (and estimated) all the same, and listed by
+    dataset in ``no_data``.
     """
-    probe = probe and not render_only()  # rendering only: nothing trains, not even a probe round
-    counts = experiments.plan(configs, results_dir)
-    missing = _missing(configs, results_dir)
-    rates = seconds_per_work(configs, results_dir)
-    probes = 0
-    for cfg in missing:
-        if probe and not _rate_for(cfg, rates):
-            rates[_cost_key(cfg)] = probe_seconds_per_image(cfg, results_dir)
-            probes += 1
-    fallback = float(np.mean(list(rates.values()))) if rates else float("nan")
-    seconds = sum(c.rounds * _work_per_round(c) * (_rate_for(c, rates) or fallback) for c in missing)
-    hours = seconds / 3600 if missing else 0.0
-    return {**counts, "hours": hours, "seconds_per_work": rates, "measured": len(rates) - probes,
-            "probes": probes}
+    from fedlib import timing
+
+    device = device or _common_device(configs)
+    unique = list({c.hash(): c for c in configs}.values())
+    missing = [c for c in unique if not store.is_stored(c, results_dir)]
+    if rates is None:
+        probe = probe and not render_only()  # rendering only: nothing trains, not even a probe round
+        rates = timing.plan_rates(unique, results_dir, device, probe, dry_run_csv, probe_ratios=False)
+    hours = [run_hours(c, rates) for c in missing]
+    known = [h for h in hours if h is not None]
+    return {"runs": len(unique), "stored": len(unique) - len(missing), "to_run": len(missing),
+            "hours": float(sum(known)), "unknown": len(hours) - len(known), "unit": timing.hours_unit(device),
+            "device": timing.device_label(device), "no_data": _no_data(missing), "rates": rates,
+            "probes": rates.probes_run}
 
 
-def seconds_per_work(configs: Iterable[RunConfig], results_dir: str | os.PathLike | None = None
-                     ) -> dict[tuple, float]:
-    """Training seconds per unit of work (one training image) of the stored runs, by (dataset, model, method)."""
-    samples: dict[tuple, list[float]] = {}
-    for cfg in {c.hash(): c for c in configs}.values():
-        record = store.RunRecord(store.run_dir(cfg, results_dir))
-        if not record.complete:
-            continue
-        summary = record.read_summary()
-        if summary.get("train_seconds") and summary.get("rounds_run"):
-            per_round = summary["train_seconds"] / summary["rounds_run"]
-            samples.setdefault(_cost_key(cfg), []).append(per_round / _work_per_round(cfg))
-    return {key: float(np.mean(values)) for key, values in samples.items()}
+def run_hours(cfg: RunConfig, rates) -> float | None:
+    """Hours ``cfg`` will train: rounds x images per round x seconds per image (None: no rate)."""
+    from fedlib import timing
+
+    rate = rates.rate(cfg)
+    return None if rate is None else cfg.rounds * timing.images_per_round(cfg) * rate / 3600
 
 
-# A probe round trains one local epoch on at most this many images (more for many clients).
-PROBE_IMAGES = 5000
+def _common_device(configs: Sequence[RunConfig]) -> str:
+    devices = {c.device for c in configs}
+    return devices.pop() if len(devices) == 1 else "auto"
 
 
-def probe_seconds_per_image(cfg: RunConfig, results_dir: str | os.PathLike | None = None) -> float:
-    """Seconds per training image of ``cfg``'s (dataset, model, method), from one small round:
-    one local epoch, and a stratified subset of the training set when it is large (NaN if the
-    probe cannot run, e.g. data missing)."""
-    probe = cfg.replace(rounds=1, local_epochs=1)
-    if _train_images(cfg) > max(PROBE_IMAGES, 20 * cfg.clients) and cfg.partition != "natural":
-        probe = probe.replace(max_train_samples=max(PROBE_IMAGES, 20 * cfg.clients), min_client_size=0)
-    try:
-        return probe_seconds_per_round(probe, results_dir) / _work_per_round(probe)
-    except FedlibError:
-        return float("nan")
+def _no_data(configs: Iterable[RunConfig]) -> dict[str, int]:
+    """Runs whose dataset is missing here, counted by dataset."""
+    from fedlib.data import missing_dataset_message
 
-
-def probe_seconds_per_round(cfg: RunConfig, results_dir: str | os.PathLike | None = None) -> float:
-    """Time one round of ``cfg`` (data loading excluded), without writing to the store."""
-    started = time.perf_counter()
-    result = run(cfg.replace(rounds=1), use_store=False, progress=False, results_dir=results_dir)
-    return float(result.summary.get("train_seconds") or time.perf_counter() - started)
-
-
-def _work_per_round(cfg: RunConfig) -> float:
-    """Expected training images per round: participating share x local epochs x training-set size."""
-    return cfg.participation * cfg.local_epochs * _train_images(cfg)
-
-
-def _train_images(cfg: RunConfig) -> int:
-    return cfg.max_train_samples or _TRAIN_SIZE.get(cfg.dataset, 50000)
-
-
-def _rate_for(cfg: RunConfig, rates: dict[tuple, float]) -> float | None:
-    """The measured rate of ``cfg``'s (dataset, model, method), else the mean over its (dataset, model)."""
-    key = _cost_key(cfg)
-    if key in rates:
-        return rates[key]
-    peers = [rate for (dataset, model, _), rate in rates.items() if (dataset, model) == key[:2]]
-    return float(np.mean(peers)) if peers else None
-
-
-def _cost_key(cfg: RunConfig) -> tuple:
-    return (cfg.dataset, cfg.model, cfg.method)
-
-
-def _missing(configs: Iterable[RunConfig], results_dir) -> list[RunConfig]:
-    unique = {c.hash(): c for c in configs}.values()
-    return [c for c in unique if not store.is_stored(c, results_dir)]
+    counts: dict[str, int] = {}
+    absent: dict[tuple, bool] = {}  # one look at the disk per dataset and folder
+    for cfg in configs:
+        where = (cfg.dataset, cfg.data_dir, cfg.download)
+        if where not in absent:
+            absent[where] = missing_dataset_message(*where) is not None
+        if absent[where]:
+            counts[cfg.dataset] = counts.get(cfg.dataset, 0) + 1
+    return counts
 
 
 # ---------------------------------------------------------------------- our numbers

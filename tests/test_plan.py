@@ -4,11 +4,34 @@ from pathlib import Path
 
 import pytest
 
-from fedlib import plan, store
+from fedlib import plan, store, timing
 from fedlib.config import RunConfig
 from fedlib.reproduce import main
 
 nbformat = pytest.importorskip("nbformat")
+
+# seconds per image a fake probe reports, by method: KD and SAM methods cost more than FedAvg
+FAKE_RATES = {"fedavg": 0.001, "fedntd": 0.002, "fedsam": 0.004}
+
+
+@pytest.fixture(autouse=True)
+def probe_cache(tmp_path, monkeypatch):
+    """Probes write their cache under a temporary FEDLIB_CACHE, never the user's."""
+    monkeypatch.setenv("FEDLIB_CACHE", str(tmp_path / "cache"))
+    return tmp_path / "cache" / "plan_rates.json"
+
+
+@pytest.fixture
+def fake_probes(monkeypatch):
+    """Probes answer at once from FAKE_RATES (x2 on lenet5); the list records what was probed."""
+    probed = []
+
+    def probe(cfg, device="auto", clients=timing.PROBE_CLIENTS):
+        probed.append(timing.cost_key(cfg))
+        return FAKE_RATES[cfg.method] * (2 if cfg.model == "lenet5" else 1)
+
+    monkeypatch.setattr(timing, "probe_seconds_per_image", probe)
+    return probed
 
 PARAMETERS = """\
 profile = "smoke"  # parameter set
@@ -81,5 +104,105 @@ def test_reproduce_plan_prints_and_runs_nothing(tmp_path, capsys):
     out = capsys.readouterr().out
     assert status == 0
     assert "plan for the 'quick' profile" in out and "table1" in out
+    header = next(row for row in out.splitlines() if row.strip().startswith("notebook"))
+    assert header.split()[-1] in ("CPU-hours", "GPU-hours"), "the unit heads the hours column"
     line = next(row for row in out.splitlines() if row.strip().startswith("total"))
-    assert line.split()[-4:-1] == ["2", "0", "2"], line
+    assert line.split()[-5:-1] == ["2", "0", "2", "0"], line  # runs, stored, to run, no data here
+
+
+def test_the_total_is_the_union_of_the_rows_whatever_order_runs_come_in(tmp_path, fake_probes):
+    base = RunConfig(dataset="digits", model="mlp", clients=2, rounds=10, device="cpu")
+    cnn = base.replace(model="lenet5")
+    # notebook a meets an expensive method of a (dataset, model) first, notebook b a cheap one:
+    # the old plan timed each notebook's first run and applied it to the whole group
+    grids = {"a": [base.replace(method="fedsam"), base, cnn.replace(method="fedntd")],
+             "b": [base.replace(method="fedavg", seed=1), base, cnn], "fig": None}
+    frame = plan.plan_frame(grids, tmp_path / "results", device="cpu", progress=False).set_index("notebook")
+    hours = frame["hours"]
+    union = {c.hash(): c for configs in grids.values() for c in configs or []}
+    expected = sum(10 * timing.images_per_round(c) * FAKE_RATES[c.method] * (2 if c.model == "lenet5" else 1)
+                   for c in union.values()) / 3600
+    assert frame.loc[plan.TOTAL_ROW, "runs"] == len(union) == 5
+    assert hours[plan.TOTAL_ROW] == pytest.approx(expected)
+    assert hours["a"] + hours["b"] - hours[plan.TOTAL_ROW] == pytest.approx(  # the shared run, counted once
+        10 * timing.images_per_round(base) * FAKE_RATES["fedavg"] / 3600)
+    assert max(hours["a"], hours["b"]) <= hours[plan.TOTAL_ROW]
+
+
+def test_probes_are_few_and_cached_between_plans(tmp_path, fake_probes, probe_cache):
+    base = RunConfig(dataset="digits", model="mlp", clients=2, rounds=10, device="cpu")
+    grids = {"a": [base.replace(method=m, model=net, seed=s) for m in FAKE_RATES for net in ("mlp", "lenet5")
+                   for s in (0, 1)]}
+    first = plan.plan_frame(grids, tmp_path / "results", device="cpu", progress=False)
+    # FedAvg on each (dataset, model); each other method next to FedAvg on the ratio kind, in turn
+    ratio_kind = [(*timing.RATIO_KIND, m) for m in ("fedavg", "fedntd", "fedavg", "fedntd",
+                                                     "fedavg", "fedsam", "fedavg", "fedsam")]
+    assert fake_probes == [("digits", "mlp", "fedavg"), ("digits", "lenet5", "fedavg")] + ratio_kind
+    assert first.attrs["probes"] == 4 and probe_cache.exists()
+    fake_probes.clear()
+    again = plan.plan_frame(grids, tmp_path / "results", device="cpu", progress=False)
+    assert fake_probes == [] and again.attrs["probes"] == 0, "the second plan probes nothing"
+    assert again["hours"].tolist() == pytest.approx(first["hours"].tolist())
+
+
+def test_the_dry_runs_rates_are_used_where_it_measured(tmp_path, fake_probes):
+    from fedlib import dry_run
+
+    cfg = RunConfig(dataset="digits", model="mlp", clients=2, rounds=10, device="cpu")
+    csv_path = tmp_path / "dry_run.csv"
+    dry_run.append_row(csv_path, {**dry_run._identity(cfg, ["a"]), "status": "ok", "seconds_per_image": 0.5})
+    frame = plan.plan_frame({"a": [cfg]}, tmp_path / "results", device="cpu", dry_run_csv=csv_path, progress=False)
+    assert fake_probes == []
+    assert frame["hours"].iloc[-1] == pytest.approx(10 * timing.images_per_round(cfg) * 0.5 / 3600)
+    assert frame.attrs["sources"] == {"dry run": 1}
+
+
+MISSING_DATA_GRID = """import numpy as np
+from fedlib import data, tables
+from fedlib.config import RunConfig
+configs = []
+missing = data.missing_dataset_message("cifar100", data_dir)
+if missing:
+    print(f"skipping the runs: {missing}")
+if not missing:
+    writers = len(np.unique(data.load_dataset("femnist", data_dir=data_dir, digits_only=True).train_groups))
+    configs = [RunConfig(dataset="cifar100", model="cnn2", clients=10, rounds=2, seed=s, data_dir=data_dir)
+               for s in seeds]
+    configs.append(RunConfig(dataset="femnist", model="lenet5", partition="natural", clients=writers, rounds=2,
+                             dataset_options={"digits_only": True}, data_dir=data_dir))
+"""
+
+
+def test_runs_on_missing_data_are_declared_and_reported_with_the_reason(tmp_path, fake_probes, capsys):
+    empty = tmp_path / "no_data"
+    empty.mkdir()
+    path = notebook(tmp_path / "notebooks", "table8", MISSING_DATA_GRID,
+                    "if configs:\n    tables.describe_plan(configs)")
+    configs = plan.declared_configs(path, {"data_dir": str(empty), "seeds": [0, 1]})
+    assert [c.dataset for c in configs] == ["cifar100", "cifar100", "femnist"], "declared without the data"
+    assert configs[-1].clients == 3383, "every writer of FEMNIST's published digit split"
+    frame = plan.plan_frame({"table8": configs}, tmp_path / "results", device="cpu", progress=False)
+    row = frame.set_index("notebook").loc["table8"]
+    assert (row["runs"], row["no data here"]) == (3, 3) and row["hours"] > 0
+    assert frame.attrs["no_data"]["cifar100"] == f"2 run(s): cifar100 missing in {empty}"
+    text = plan.format_plan(frame, "paper", "cpu")
+    assert "cannot run here: 2 run(s): cifar100 missing in" in text
+    assert "CPU-hours" in text and "estimated for cpu (" in text
+
+
+
+def test_a_notebooks_own_plan_probes_only_fedavg_per_dataset_and_model(tmp_path, fake_probes, capsys):
+    from fedlib import tables
+
+    base = RunConfig(dataset="digits", model="mlp", clients=2, rounds=10, device="cpu")
+    described = tables.describe_plan([base.replace(method=m) for m in FAKE_RATES], tmp_path / "results")
+    assert fake_probes == [("digits", "mlp", "fedavg")], "seconds, not a probe per method, in a smoke notebook"
+    assert described["hours"] == pytest.approx(3 * 10 * timing.images_per_round(base) * FAKE_RATES["fedavg"] / 3600)
+    assert "CPU-hours on cpu (" in capsys.readouterr().out
+
+
+def test_real_probes_measure_bundled_data_and_stand_ins_for_missing_data(tmp_path):
+    bundled = RunConfig(dataset="synthetic", model="mlp", clients=5, device="cpu")
+    missing = RunConfig(dataset="cifar100", model="cnn2", clients=50, partition="shards", data_dir=str(tmp_path))
+    assert timing.probe_seconds_per_image(bundled, "cpu") > 0
+    assert timing.probe_seconds_per_image(missing, "cpu") > 0, "no data here: timed on a stand-in of its shape"

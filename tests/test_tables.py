@@ -5,7 +5,7 @@ import math
 import pandas as pd
 import pytest
 
-from fedlib import store, tables
+from fedlib import store, tables, timing
 from fedlib.config import RunConfig
 from fedlib.engine import RunResult
 from fedlib.errors import FedlibError
@@ -42,6 +42,21 @@ def test_method_grid_gives_each_method_its_own_arguments():
     assert all(c.method_args == {} for c in configs if c.method == "fedavg")
 
 
+@pytest.fixture
+def fake_probes(tmp_path, monkeypatch):
+    """Probes answer 0.01 s per image at once (their cache in a temporary FEDLIB_CACHE); the
+    list records the kinds probed."""
+    probed = []
+
+    def probe(cfg, device="auto", clients=timing.PROBE_CLIENTS):
+        probed.append(timing.cost_key(cfg))
+        return 0.01
+
+    monkeypatch.setenv("FEDLIB_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(timing, "probe_seconds_per_image", probe)
+    return probed
+
+
 def test_plan_estimates_hours_from_stored_seconds_per_round(tmp_path, capsys):
     configs = [BASE.replace(method=m, seed=s) for m in ("fedavg", "fedprox") for s in (0, 1)]
     store_result(configs[0], tmp_path, seconds=40.0)  # fedavg: 10 s per round
@@ -49,45 +64,32 @@ def test_plan_estimates_hours_from_stored_seconds_per_round(tmp_path, capsys):
     plan = tables.describe_plan(configs, tmp_path, probe=False)
     assert (plan["runs"], plan["stored"], plan["to_run"]) == (4, 2, 2)
     assert plan["hours"] == pytest.approx((4 * 10 + 4 * 20) / 3600)
-    assert "2 to run" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "2 to run" in out and "CPU-hours on cpu (" in out
 
 
-def test_plan_with_nothing_stored_times_a_probe_round(tmp_path, monkeypatch):
-    probed = []
-
-    def fake_run(cfg, use_store, progress, results_dir):
-        probed.append((cfg.rounds, use_store))
-        return fake_result(cfg, [0.5])  # summary: 8 s for its one round
-
-    monkeypatch.setattr(tables, "run", fake_run)
+def test_plan_with_nothing_stored_probes_fedavg_on_the_datas_shape(tmp_path, fake_probes):
     plan = tables.describe_plan([BASE.replace(rounds=3, seed=s) for s in (0, 1)], tmp_path)
-    assert probed == [(1, False)], "one unstored round of the first missing config"
-    assert plan["hours"] == pytest.approx(2 * 3 * 8.0 / 3600)
+    assert fake_probes == [("digits", "mlp", "fedavg")], "one probe for the kind, not one per run"
+    assert plan["hours"] == pytest.approx(2 * 3 * timing.images_per_round(BASE) * 0.01 / 3600)
 
 
-def test_plan_scales_the_measured_time_by_each_configs_work(tmp_path, monkeypatch):
-    monkeypatch.setattr(tables, "run", lambda *a, **k: pytest.fail("no probe: the group is measured"))
+def test_plan_scales_the_measured_time_by_each_configs_work(tmp_path, fake_probes):
     stored = BASE.replace(method="fedavg")
     store_result(stored, tmp_path, seconds=40.0)  # 10 s per round at 1 epoch, full participation
-    longer = BASE.replace(method="fedprox", local_epochs=3)  # same (dataset, model): 3x the work
+    longer = BASE.replace(method="fedprox", local_epochs=3)  # 3x the work; as costly per image as FedAvg here
     fewer = BASE.replace(method="fedavg", participation=0.5, seed=1)  # half the clients per round
     plan = tables.describe_plan([stored, longer, fewer], tmp_path)
     assert plan["hours"] == pytest.approx((4 * 30 + 4 * 5) / 3600)
+    assert ("digits", "mlp", "fedavg") not in fake_probes, "FedAvg on digits/mlp is measured by the stored run"
 
 
-def test_plan_probes_each_unmeasured_model_once(tmp_path, monkeypatch):
-    probed = []
-
-    def fake_run(cfg, use_store, progress, results_dir):
-        probed.append(cfg.model)
-        return fake_result(cfg, [0.5])  # 8 s for its one round
-
-    monkeypatch.setattr(tables, "run", fake_run)
+def test_plan_probes_each_unmeasured_model_once(tmp_path, fake_probes):
     store_result(BASE, tmp_path, seconds=4.0)  # the mlp is measured: 1 s per round
     cnn = RunConfig(dataset="digits", model="lenet5", clients=2, rounds=4, device="cpu")
     plan = tables.describe_plan([BASE, cnn, cnn.replace(seed=1), BASE.replace(seed=1)], tmp_path)
-    assert probed == ["lenet5"], "only the model without stored runs is probed, once"
-    assert plan["hours"] == pytest.approx((2 * 4 * 8.0 + 4 * 1.0) / 3600)
+    assert fake_probes == [("digits", "lenet5", "fedavg")], "only the model without stored runs is probed, once"
+    assert plan["hours"] == pytest.approx((2 * 4 * timing.images_per_round(cnn) * 0.01 + 4 * 1.0) / 3600)
 
 
 def test_metric_column_follows_each_papers_convention():
@@ -307,17 +309,21 @@ def test_group_accuracy_frame_reads_each_domain_and_their_mean(monkeypatch):
     assert list(plain["accuracy"]) == pytest.approx([50.0, 50.0])
 
 
-def test_a_probe_of_a_large_config_is_one_epoch_on_a_subset(tmp_path, monkeypatch):
-    probed = []
+def test_a_probe_takes_the_fastest_of_its_one_batch_clients_on_a_stand_in(monkeypatch):
+    from fedlib import dry_run
 
-    def fake_run(cfg, use_store, progress, results_dir):
-        probed.append(cfg)
-        return fake_result(cfg, [0.5])  # 8 s for its round
+    calls = []
 
-    monkeypatch.setattr(tables, "run", fake_run)
-    big = RunConfig(dataset="cifar10", model="cnn2", clients=10, rounds=100, local_epochs=10, device="cpu")
-    plan = tables.estimate_plan([big], tmp_path)
-    [probe] = probed
-    assert (probe.rounds, probe.local_epochs, probe.max_train_samples) == (1, 1, tables.PROBE_IMAGES)
-    per_image = 8.0 / tables.PROBE_IMAGES
-    assert plan["hours"] == pytest.approx(100 * 10 * 50000 * per_image / 3600)
+    def fake_run_one(cfg, **options):
+        calls.append((cfg, options))
+        return {"status": "ok", "client_seconds": [9.0, 2.0], "client_images": [50, 50]}  # client 0 warms up
+
+    monkeypatch.setattr(dry_run, "run_one", fake_run_one)
+    big = RunConfig(dataset="cifar10", model="cnn2", clients=100, participation=0.1, rounds=100, local_epochs=10,
+                    partition="shards", device="cpu")
+    rate = timing.probe_seconds_per_image(big, "cpu")
+    [(probe, options)] = calls
+    assert (probe.clients, probe.participation, probe.partition) == (timing.PROBE_CLIENTS, 1.0, "iid")
+    assert options["stand_in"] and options["images_per_client"] == big.batch_size
+    assert rate == pytest.approx(2.0 / 50)
+    assert timing.images_per_round(big) == 0.1 * 10 * 50000

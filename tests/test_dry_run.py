@@ -1,0 +1,133 @@
+"""fedlib.dry_run: one round of each config on a slice of its data (a stand-in where it is missing)."""
+
+import numpy as np
+import pytest
+import torch
+
+from fedlib import data, dry_run
+from fedlib.config import RunConfig
+from fedlib.errors import FedlibError
+
+
+def sample(data_dir: str) -> dict[str, tuple[RunConfig, list[str]]]:
+    """A fixed sample of different datasets, models, methods and partitions; every dataset but
+    the bundled ones is looked for in the empty ``data_dir``, so it runs on a stand-in."""
+    common = dict(rounds=100, local_epochs=5, batch_size=32, device="auto", data_dir=data_dir)
+    configs = [
+        RunConfig(dataset="digits", model="mlp", method="fedavg", clients=10, **common),
+        RunConfig(dataset="synthetic", model="lenet5", method="pkd", partition="pathological", classes_per_client=1,
+                  method_args={"warmup_rounds": 20, "expert_rounds": 25}, **common),
+        RunConfig(dataset="cifar100", model="cnn2", method="fedntd", partition="shards", clients=50,
+                  participation=0.2, augmentation="crop_flip_cutout", **common),
+        RunConfig(dataset="office_caltech10", model="cnn2", method="fedcsd", partition="natural", clients=4, **common),
+        RunConfig(dataset="femnist", model="lenet5", method="fedconcat", partition="natural", clients=12,
+                  dataset_options={"digits_only": True}, **common),
+        RunConfig(dataset="fashion_mnist", model="mlp", method="fedgf", partition="dirichlet", beta=0.05,
+                  clients=10, **common),
+        # 3 clients x 2 shards cannot split 10 classes evenly: the partitioner refuses, the dry run goes on
+        RunConfig(dataset="digits", model="mlp", method="fedavg", partition="shards", clients=3, **common),
+    ]
+    return {cfg.hash(): (cfg, ["table_a"]) for cfg in configs}
+
+
+def test_a_sample_of_configs_runs_one_round_each(tmp_path, capsys):
+    empty = tmp_path / "no_data"
+    empty.mkdir()
+    configs = sample(str(empty))
+    csv_path = tmp_path / "dry_run.csv"
+    frame = dry_run.dry_run(configs, csv_path, jobs=0, progress=False).set_index("dataset", drop=False)
+    assert len(frame) == len(configs) and csv_path.exists()
+    bad = frame[frame["partition"] == "shards"].set_index("method").loc[["fedavg"]]
+    assert bad["status"].tolist() == ["error"] and "divisible" in bad["error"].iloc[0]
+    good = frame[~frame["hash"].isin(bad["hash"])]
+    assert (good["status"] == "ok").all(), good[["method", "error"]].to_string()
+    assert good.set_index("dataset")["data"].to_dict() == {
+        "digits": "real", "synthetic": "real", "cifar100": "stand-in", "office_caltech10": "stand-in",
+        "femnist": "stand-in", "fashion_mnist": "stand-in"}
+    for column in ("peak_rss_mb", "parameters", "seconds_per_image", "images"):
+        assert (good[column].astype(float) > 0).all(), column
+    notes = good.set_index("method")["note"]
+    assert "no warm-up" in notes["pkd"] and "classifier round" in notes["fedconcat"] and "2 rounds" in notes["fedgf"]
+    assert good.set_index("method")["rounds"].astype(int).to_dict()["fedconcat"] == 2
+    text = dry_run.format_dry_run(frame, csv_path)
+    assert "dry run: 6 ok, 1 errors, 4 on stand-in data (7 configs)" in text
+    assert text.count("\nerror: ") == 1
+
+
+def test_worker_processes_isolate_configs_and_stop_runaways(tmp_path):
+    digits = {h: job for h, job in sample(str(tmp_path)).items() if job[0].dataset == "digits"}  # one worker
+    csv_path = tmp_path / "dry_run.csv"
+    frame = dry_run.dry_run(digits, csv_path, jobs=1, progress=False).set_index("partition")
+    assert frame.loc["dirichlet", "status"] == "ok" and float(frame.loc["dirichlet", "peak_rss_mb"]) > 0
+    assert frame.loc["shards", "status"] == "error"
+    first = dict(list(digits.items())[:1])
+    late = dry_run.dry_run(first, tmp_path / "late.csv", jobs=1, timeout_s=0.01, progress=False)
+    assert late["error"].str.startswith("timed out after").all(), "a runaway config is stopped"
+
+
+def test_a_dry_run_resumes_from_its_csv(tmp_path, monkeypatch):
+    ran = []
+
+    def fake_run_one(cfg):
+        ran.append(cfg.hash())
+        return {"status": "ok" if cfg.method != "fedgf" else "error", "data": "real", "error": ""}
+
+    monkeypatch.setattr(dry_run, "run_one", fake_run_one)
+    configs = sample(str(tmp_path))
+    csv_path = tmp_path / "dry_run.csv"
+    first = dry_run.dry_run(configs, csv_path, jobs=0, limit=3, progress=False)
+    assert len(first) == 3 and len({configs[h][0].method for h in ran}) == 3, "limit: 3 configs, 3 methods"
+    ran.clear()
+    everything = dry_run.dry_run(configs, csv_path, jobs=0, progress=False)
+    assert len(everything) == len(configs) and len(ran) == len(configs) - 3, "the first three are not run again"
+    ran.clear()
+    dry_run.dry_run(configs, csv_path, jobs=0, progress=False)
+    assert ran == [], "nothing runs twice"
+    dry_run.dry_run(configs, csv_path, jobs=0, retry_errors=True, progress=False)
+    assert [configs[h][0].method for h in ran] == ["fedgf"], "--retry-errors runs the failed config again"
+    assert len(dry_run.read_rows(csv_path)) == len(configs), "its new row replaces the old one"
+
+
+def test_the_dry_run_copy_keeps_what_defines_the_run():
+    cfg = RunConfig(dataset="cifar10", model="resnet8", method="pkd", partition="dirichlet", beta=0.05, clients=100,
+                    participation=0.1, rounds=300, local_epochs=5, augmentation="crop_flip_cutout",
+                    method_args={"warmup_rounds": 20, "expert_rounds": 25, "lam": 0.5}, device="cuda")
+    dry, note = dry_run.dry_run_config(cfg)
+    assert (dry.rounds, dry.local_epochs, dry.device) == (1, 1, "cpu")
+    assert dry.method_args == {"warmup_rounds": 0, "expert_rounds": 1, "lam": 0.5} and "no warm-up" in note
+    kept = ("dataset", "model", "method", "partition", "beta", "clients", "participation", "augmentation",
+            "batch_size", "lr", "seed")
+    assert all(getattr(dry, name) == getattr(cfg, name) for name in kept)
+    sliced = dry_run.choose_slice(dry, real=False)
+    # Dir(0.05) over 100 clients leaves some client under 10 samples on any small slice
+    assert (sliced.max_train_samples, sliced.min_client_size, sliced.max_test_samples) == (12800, 1, 20)
+
+
+def test_a_stand_in_has_the_shape_of_the_dataset_it_stands_in_for():
+    femnist = data.stand_in_dataset("femnist", 120, 30, groups=12, digits_only=True)
+    assert femnist.image_shape == (1, 28, 28) and femnist.num_classes == 10
+    assert len(np.unique(femnist.train_groups)) == 12 and len(femnist.train_y) == 120
+    office = data.stand_in_dataset("office_caltech10", 40, 20)
+    assert office.image_shape == (3, 32, 32) and office.group_names == list(data.OFFICE_DOMAINS)
+    tiny = data.stand_in_dataset("tinyimagenet", 400, 200)
+    assert tiny.image_shape == (3, 64, 64) and tiny.num_classes == 200 and tiny.train_y.bincount().min() == 2
+    assert data.dataset_shape("cifar100", image_size=64).image_size == 64
+    with pytest.raises(FedlibError, match="dataset"):
+        data.stand_in_dataset("imagenet", 10, 10)
+
+
+def test_peak_memory_sees_torch_tensors():
+    with dry_run.PeakMemory() as peak:
+        block = torch.ones(64 * 2 ** 20 // 4 * 4)  # 256 MB of float32
+        del block
+    assert peak.megabytes >= 256
+
+
+def test_a_csv_with_older_columns_is_brought_up_to_date_when_appended_to(tmp_path):
+    csv_path = tmp_path / "dry_run.csv"
+    csv_path.write_text("hash,dataset,status\nabc,mnist,ok\n")
+    dry_run.append_row(csv_path, {"hash": "def", "dataset": "cifar10", "status": "error", "error": "boom"})
+    rows = dry_run.read_rows(csv_path)
+    assert csv_path.read_text().splitlines()[0] == ",".join(dry_run.CSV_COLUMNS)
+    assert (rows["abc"]["dataset"], rows["abc"]["error"]) == ("mnist", "")
+    assert (rows["def"]["status"], rows["def"]["error"]) == ("error", "boom")
