@@ -42,7 +42,7 @@ import pandas as pd
 from fedlib.config import RunConfig
 from fedlib.errors import FedlibError
 
-CSV_COLUMNS = ("hash", "notebooks", "dataset", "model", "method", "partition", "clients", "data", "status",
+CSV_COLUMNS = ("hash", "notebooks", "dataset", "model", "method", "partition", "clients", "seeds", "data", "status",
                "error", "rounds", "train_slice", "images", "seconds", "seconds_per_image", "peak_rss_mb",
                "parameters", "threads", "wall_seconds", "note")
 IMAGES_PER_CLIENT = 16  # the first slice tried: this many training images per client
@@ -239,18 +239,24 @@ def _slice_candidates(dry: RunConfig, images_per_client: int, test_images: int |
 def _drawable(cfg: RunConfig, real: bool) -> bool:
     """Whether the engine can draw ``cfg``'s partition from its slice (the call engine.prepare makes)."""
     from fedlib import engine
-    from fedlib.partition import make_partition
 
     with _data_for(cfg, real, image_size=1):  # a stand-in's labels and groups do not depend on its pixels
         dataset = engine.load_run_dataset(cfg)
     try:
-        make_partition(cfg.partition, dataset.train_y.numpy(), cfg.clients, dataset.num_classes, cfg.seed,
-                       beta=cfg.beta, shards_per_client=cfg.shards_per_client,
-                       classes_per_client=cfg.classes_per_client, groups=dataset.train_groups,
-                       min_size=cfg.min_client_size, quantity_split=cfg.quantity_split)
+        draw_partition(cfg, dataset)
     except FedlibError:
         return False
     return True
+
+
+def draw_partition(cfg: RunConfig, dataset):
+    """``cfg``'s partition of ``dataset``'s training labels: the call engine.prepare makes."""
+    from fedlib.partition import make_partition
+
+    return make_partition(cfg.partition, dataset.train_y.numpy(), cfg.clients, dataset.num_classes, cfg.seed,
+                          beta=cfg.beta, shards_per_client=cfg.shards_per_client,
+                          classes_per_client=cfg.classes_per_client, groups=dataset.train_groups,
+                          min_size=cfg.min_client_size, quantity_split=cfg.quantity_split)
 
 
 @contextlib.contextmanager
@@ -402,10 +408,15 @@ def _cell(value):
 # ---------------------------------------------------------------------- many configs
 def dry_run(configs: dict[str, tuple[RunConfig, Sequence[str]]], csv_path: str | os.PathLike, *,
             jobs: int = 1, limit: int | None = None, retry_errors: bool = False,
-            timeout_s: float = DEFAULT_TIMEOUT_S, progress: bool = True) -> pd.DataFrame:
+            timeout_s: float = DEFAULT_TIMEOUT_S, progress: bool = True, every_seed: bool = False) -> pd.DataFrame:
     """Dry-run every config of ``configs`` (hash -> (config, notebooks declaring it)) not yet in
     ``csv_path``, in ``jobs`` worker processes (0: in this process, no isolation: for debugging);
     returns the rows of all of them.
+
+    Configs that differ only in their seed take the same code path with other random draws, so
+    they share one row (:func:`seed_groups`; its ``seeds`` column lists them) unless
+    ``every_seed``. What the seed changes at full scale, the partition, is drawn for every seed
+    by :func:`fedlib.partition_check.check_partitions`.
 
     ``limit`` runs at most that many new configs, spread over datasets, then models, then methods
     so that a small sample covers as many kinds as it can. ``retry_errors`` runs again the
@@ -415,6 +426,8 @@ def dry_run(configs: dict[str, tuple[RunConfig, Sequence[str]]], csv_path: str |
     if jobs < 0:
         raise FedlibError(f"jobs must be >= 0 (0: in this process), got {jobs}")
     done = read_rows(csv_path)
+    if not every_seed:
+        configs = seed_groups(configs, done)
     todo = [h for h in configs if h not in done or (retry_errors and done[h]["status"] != "ok")]
     todo = _spread(todo, configs)[:limit] if limit is not None else todo
     todo.sort(key=lambda h: _kind(configs[h][0]))  # same data and model back to back: warm caches
@@ -423,7 +436,27 @@ def dry_run(configs: dict[str, tuple[RunConfig, Sequence[str]]], csv_path: str |
     run = _run_in_workers if jobs else _run_here
     run(todo, configs, csv_path, jobs, timeout_s, progress, already=already)
     rows = read_rows(csv_path)
-    return pd.DataFrame([rows[h] for h in configs if h in rows], columns=list(CSV_COLUMNS))
+    frame = pd.DataFrame([rows[h] for h in configs if h in rows], columns=list(CSV_COLUMNS))
+    if not every_seed:  # a row written before the other seeds were declared lists them all
+        frame["seeds"] = [" ".join(map(str, configs[h][2])) for h in frame["hash"]]
+    return frame
+
+
+def seed_groups(configs: dict[str, tuple[RunConfig, Sequence[str]]],
+                done: dict[str, dict] | None = None) -> dict[str, tuple[RunConfig, list[str], list[int]]]:
+    """``configs`` with one entry per group of configs that differ only in their seed: hash ->
+    (config, the notebooks declaring any of them, the group's seeds). The entry is the member
+    already in ``done`` (a dry run's rows), else the one with the smallest seed."""
+    done = done or {}
+    groups: dict[str, list[str]] = {}
+    for digest, (cfg, _) in configs.items():
+        groups.setdefault(cfg.replace(seed=0).hash(), []).append(digest)
+    kept = {}
+    for members in groups.values():
+        members.sort(key=lambda h: (h not in done, configs[h][0].seed))
+        notebooks = list(dict.fromkeys(stem for h in members for stem in configs[h][1]))
+        kept[members[0]] = (configs[members[0]][0], notebooks, sorted(configs[h][0].seed for h in members))
+    return kept
 
 
 def _kind(cfg: RunConfig) -> tuple:
@@ -457,9 +490,9 @@ def _progress_bar(total: int, already: int, progress: bool):
     return tqdm(total=total, initial=already, desc="dry run", unit="config", disable=not progress)
 
 
-def _record(csv_path, bar, cfg: RunConfig, notebooks: Sequence[str], row: dict) -> None:
+def _record(csv_path, bar, cfg: RunConfig, notebooks: Sequence[str], row: dict, seeds: Sequence[int] = ()) -> None:
     """Append a finished config's row to the CSV and advance the bar."""
-    append_row(csv_path, {**_identity(cfg, notebooks), **row})
+    append_row(csv_path, {**_identity(cfg, notebooks, seeds), **row})
     bar.update(1)
     if row["status"] != "ok":
         bar.set_postfix_str(f"last error: {cfg.method} on {cfg.dataset}")
@@ -470,10 +503,10 @@ def _run_here(todo: list[str], configs: dict, csv_path, jobs: int, timeout_s: fl
     """Every config of ``todo`` in this process, one after another (no timeout)."""
     with _progress_bar(already + len(todo), already, progress) as bar:
         for digest in todo:
-            cfg, notebooks = configs[digest]
+            cfg, notebooks, *seeds = configs[digest]
             row = run_one(cfg)
             _record(csv_path, bar, cfg, notebooks, {k: v for k, v in row.items()
-                                                    if not k.startswith(("round_", "client_"))})
+                                                    if not k.startswith(("round_", "client_"))}, *seeds)
 
 
 def _run_in_workers(todo: list[str], configs: dict, csv_path, jobs: int, timeout_s: float, progress: bool,
@@ -488,7 +521,8 @@ def _run_in_workers(todo: list[str], configs: dict, csv_path, jobs: int, timeout
         while any(w.busy for w in workers):
             for worker in _finished(workers, timeout_s):
                 row = worker.collect(timeout_s)
-                _record(csv_path, bar, *configs[row["hash"]], row)
+                cfg, notebooks, *seeds = configs[row["hash"]]
+                _record(csv_path, bar, cfg, notebooks, row, *seeds)
                 worker.give(queue, configs)
     finally:
         bar.close()
@@ -503,9 +537,10 @@ def _finished(workers: list["_Worker"], timeout_s: float) -> list["_Worker"]:
     return [w for w in busy if w.connection in ready or w.process.sentinel in ready or w.overdue(timeout_s)]
 
 
-def _identity(cfg: RunConfig, notebooks: Sequence[str]) -> dict:
+def _identity(cfg: RunConfig, notebooks: Sequence[str], seeds: Sequence[int] = ()) -> dict:
     return {"hash": cfg.hash(), "notebooks": ";".join(notebooks), "dataset": cfg.dataset, "model": cfg.model,
-            "method": cfg.method, "partition": cfg.partition, "clients": cfg.clients}
+            "method": cfg.method, "partition": cfg.partition, "clients": cfg.clients,
+            "seeds": " ".join(str(seed) for seed in (seeds or [cfg.seed]))}
 
 
 class _Worker:
@@ -614,10 +649,13 @@ def format_dry_run(frame: pd.DataFrame, csv_path: str | os.PathLike | None = Non
 
 
 def summary_line(frame: pd.DataFrame) -> str:
-    """'N ok, M errors, K on stand-in data' over the rows of ``frame``."""
+    """'N ok, M errors, K on stand-in data (N configs; D declared, ...)' over the rows of
+    ``frame`` (a row stands for the declared configs of every seed in its ``seeds`` column)."""
     ok = int((frame["status"] == "ok").sum())
     stand_in = int((frame["data"] == "stand-in").sum())
-    return f"dry run: {ok} ok, {len(frame) - ok} errors, {stand_in} on stand-in data ({len(frame)} configs)"
+    declared = sum(len(str(seeds).split()) or 1 for seeds in frame["seeds"].fillna(""))
+    standing = f"; {declared} declared, counting each row's other seeds" if declared > len(frame) else ""
+    return f"dry run: {ok} ok, {len(frame) - ok} errors, {stand_in} on stand-in data ({len(frame)} configs{standing})"
 
 
 def _short(value) -> str:

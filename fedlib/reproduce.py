@@ -251,17 +251,24 @@ def dry_run_notebooks(profile: str = "paper", only: str | None = None, *,
                       notebooks_dir: str | os.PathLike | None = None,
                       profiles_dir: str | os.PathLike | None = None, data_dir: str | os.PathLike | None = None,
                       csv_path: str | os.PathLike | None = None, jobs: int = 1, limit: int | None = None,
-                      retry_errors: bool = False) -> tuple["pd.DataFrame", Path]:
+                      retry_errors: bool = False, every_seed: bool = False) -> tuple["pd.DataFrame", Path,
+                                                                                      "pd.DataFrame"]:
     """Dry-run every distinct config the selected table notebooks declare in ``profile``
-    (:func:`fedlib.dry_run.dry_run`); returns the rows and the CSV they are in."""
+    (:func:`fedlib.dry_run.dry_run`; configs differing only in their seed share a row unless
+    ``every_seed``), after drawing every declared partition over the full training set
+    (:func:`fedlib.partition_check.check_partitions`, rows beside the CSV as
+    ``<name>_partitions.csv``); returns the dry run's rows, their CSV, and the partitions' rows."""
     from fedlib.dry_run import dry_run
+    from fedlib.partition_check import check_partitions
 
     with tempfile.TemporaryDirectory(prefix="fedlib-dry-run-results-") as scratch:
         notebooks, profiles, overrides, root = _selection(profile, only, notebooks_dir, profiles_dir, "cpu",
                                                           data_dir, scratch, None, None)
         runs = declared_runs(declared_grids(notebooks, profiles, overrides))
     csv_path = Path(csv_path or default_dry_run_csv(root, profile))
-    return dry_run(runs, csv_path, jobs=jobs, limit=limit, retry_errors=retry_errors), csv_path
+    partitions = check_partitions(runs, csv_path.with_name(f"{csv_path.stem}_partitions.csv"))
+    frame = dry_run(runs, csv_path, jobs=jobs, limit=limit, retry_errors=retry_errors, every_seed=every_seed)
+    return frame, csv_path, partitions
 
 
 def _selection(profile, only, notebooks_dir, profiles_dir, device, data_dir, results_dir, figures_dir,
@@ -487,6 +494,9 @@ def build_parser() -> argparse.ArgumentParser:
                                                   "spread over (dataset, model, method)")
     parser.add_argument("--retry-errors", action="store_true", help="dry run: run again the configs whose row "
                                                                     "says error")
+    parser.add_argument("--every-seed", action="store_true",
+                        help="dry run: one row per seed too (default: configs that differ only in their seed share "
+                             "a row; every seed's partition is drawn over the full data either way)")
     parser.add_argument("--render-only", action="store_true",
                         help="train nothing: every run comes from results/ or the committed reference_results/; "
                              "cells no store holds read 'not run'")
@@ -498,14 +508,17 @@ def build_parser() -> argparse.ArgumentParser:
 def _dry_run_main(args: argparse.Namespace, notebooks_dir: Path, profiles_dir: Path) -> int:
     """``--dry-run``: the table, the summary and the errors; status 1 when a config failed."""
     from fedlib.dry_run import format_dry_run
+    from fedlib.partition_check import format_partitions
 
     if args.limit is not None and args.limit < 0:
         raise FedlibError(f"--limit must be >= 0, got {args.limit}")
-    frame, csv_path = dry_run_notebooks(args.profile, args.only, notebooks_dir=notebooks_dir,
-                                        profiles_dir=profiles_dir, data_dir=args.data, csv_path=args.dry_run_csv,
-                                        jobs=args.jobs, limit=args.limit, retry_errors=args.retry_errors)
+    frame, csv_path, partitions = dry_run_notebooks(
+        args.profile, args.only, notebooks_dir=notebooks_dir, profiles_dir=profiles_dir, data_dir=args.data,
+        csv_path=args.dry_run_csv, jobs=args.jobs, limit=args.limit, retry_errors=args.retry_errors,
+        every_seed=args.every_seed)
     print(format_dry_run(frame, csv_path))
-    return 0 if (frame["status"] == "ok").all() else 1
+    print(format_partitions(partitions))
+    return 0 if (frame["status"] == "ok").all() and not (partitions["status"] == "error").any() else 1
 
 
 def main(argv: Sequence[str] | None = None) -> int:

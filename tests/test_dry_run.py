@@ -131,3 +131,54 @@ def test_a_csv_with_older_columns_is_brought_up_to_date_when_appended_to(tmp_pat
     assert csv_path.read_text().splitlines()[0] == ",".join(dry_run.CSV_COLUMNS)
     assert (rows["abc"]["dataset"], rows["abc"]["error"]) == ("mnist", "")
     assert (rows["def"]["status"], rows["def"]["error"]) == ("error", "boom")
+
+
+def test_configs_that_differ_only_in_their_seed_share_one_row(tmp_path, monkeypatch):
+    ran = []
+    monkeypatch.setattr(dry_run, "run_one", lambda cfg: ran.append(cfg.seed) or {"status": "ok", "data": "real"})
+    base = RunConfig(dataset="digits", model="mlp", clients=4, rounds=1)
+    configs = {cfg.hash(): (cfg, [stem]) for cfg, stem in [(base.replace(seed=2), "b"), (base.replace(seed=0), "a"),
+                                                            (base.replace(seed=1), "a"), (base.replace(lr=0.1), "c")]}
+    csv_path = tmp_path / "dry_run.csv"
+    frame = dry_run.dry_run(configs, csv_path, jobs=0, progress=False)
+    assert sorted(ran) == [0, 0] and len(frame) == 2, "one row for seeds 0-2, one for the other learning rate"
+    row = frame.set_index("hash").loc[base.hash()]
+    assert (row["seeds"], row["notebooks"]) == ("0 1 2", "a;b")
+    assert "2 ok, 0 errors, 0 on stand-in data (2 configs; 4 declared" in dry_run.summary_line(frame)
+    ran.clear()
+    every = dry_run.dry_run(configs, tmp_path / "every.csv", jobs=0, progress=False, every_seed=True)
+    assert sorted(ran) == [0, 0, 1, 2] and len(every) == 4
+
+
+def test_a_group_whose_other_seed_was_run_before_is_not_run_again(tmp_path, monkeypatch):
+    ran = []
+    monkeypatch.setattr(dry_run, "run_one", lambda cfg: ran.append(cfg.seed) or {"status": "ok", "data": "real"})
+    base = RunConfig(dataset="digits", model="mlp", clients=4, rounds=1)
+    csv_path = tmp_path / "dry_run.csv"
+    dry_run.dry_run({base.replace(seed=1).hash(): (base.replace(seed=1), ["a"])}, csv_path, jobs=0, progress=False,
+                    every_seed=True)
+    configs = {cfg.hash(): (cfg, ["a"]) for cfg in (base.replace(seed=s) for s in (0, 1))}
+    frame = dry_run.dry_run(configs, csv_path, jobs=0, progress=False)
+    assert ran == [1] and frame["seeds"].tolist() == ["0 1"]
+
+
+def test_every_declared_partition_is_drawn_over_the_full_training_set(tmp_path):
+    from fedlib import partition_check
+
+    digits = RunConfig(dataset="digits", model="mlp", partition="dirichlet", beta=0.05, clients=10, rounds=1)
+    configs = {cfg.hash(): (cfg, ["nb"]) for cfg in [
+        digits, digits.replace(method="fedprox"),  # the same partition: drawn once, for 2 configs
+        digits.replace(seed=1),
+        digits.replace(clients=150, min_client_size=10),  # 1,437 digits cannot give 150 clients 10 each
+        RunConfig(dataset="cifar100", model="cnn2", data_dir=str(tmp_path))]}  # no CIFAR-100 there
+    frame = partition_check.check_partitions(configs, tmp_path / "p.csv", progress=False)
+    assert len(frame) == 4 and (tmp_path / "p.csv").exists()
+    ok = frame[frame["status"] == "ok"]
+    assert sorted(ok["configs"]) == [1, 2] and (ok["smallest_client"] >= digits.min_client_size).all()
+    assert (ok["fewest_classes"] >= 1).all() and (ok["largest_client"] > ok["smallest_client"]).all()
+    assert frame.set_index("dataset").loc["cifar100", "status"] == "data missing here"
+    error = frame[frame["status"] == "error"]
+    assert len(error) == 1 and error["clients"].tolist() == [150]
+    text = partition_check.format_partitions(frame)
+    assert "3 of 4 drawn over the full training set (2 ok, 1 errors), 1 not checked" in text
+    assert text.count("partition error: digits dirichlet clients=150") == 1
