@@ -20,8 +20,13 @@ Runner options (passed through; default profile smoke):
   --only PATTERNS               comma-separated substrings or globs of notebook names
   --device DEV                  auto (default), cpu, cuda, cuda:1, ...
   --data DIR                    dataset folder (default: $FEDLIB_DATA or the cache)
+  -p NAME VALUE                 set one notebook parameter, VALUE read as YAML (-p seeds '[0, 1]');
+                                repeatable; it wins over the profile
+  --publish                     write the committed figures/ and tables/ and record in their
+                                index.json what produced each file (default: output/<profile>/)
   --results DIR --figures DIR --tables DIR --out DIR --kernel NAME
-  --list                        list notebooks and their profiles, run nothing
+  --verbose                     stream the cells' output (default: one line per notebook)
+  --list                        each notebook's paper figure/table, data and profile costs
   --plan                        the table notebooks' runs, how many are stored, estimated CPU- or
                                 GPU-hours on --device, runs whose data are missing here and why;
                                 run nothing but small cached probe rounds (seconds per image from
@@ -38,7 +43,13 @@ Runner options (passed through; default profile smoke):
                                 configs (spread over dataset, model, method), re-run errors
   --render-only                 train nothing: tables and figures from the stores (results/ and the
                                 committed reference_results/); cells no store holds read "not run"
-Environment: FEDLIB_DATA (datasets), FEDLIB_BACKEND=auto|threads|stacked (faster local training).
+  --executor serial|local|ray   local/ray: train every run the selected table notebooks declare (each
+                                distinct run once) side by side first, then render the notebooks
+  --workers N                   runs side by side (alone: --executor local); default one per core
+  --address auto|ray://HOST:PORT  --executor ray: a running Ray cluster (default: a local Ray)
+  --threads N                   intra-op threads per run (default: cores / workers)
+Environment: FEDLIB_DATA (datasets), FEDLIB_BACKEND=sequential|threads|stacked|auto (default auto),
+FEDLIB_THREADS (intra-op threads per process).
 
 Exit status: the runner's (0 all ran, 1 a notebook or a dry-run config failed, 2 bad options).
 USAGE

@@ -45,6 +45,12 @@ def _names(values) -> str:
     return ", ".join(values)
 
 
+def _cores() -> int:
+    from fedlib.resources import available_cores
+
+    return available_cores()
+
+
 def _add_data_arguments(p: argparse.ArgumentParser) -> None:
     from fedlib import data, models, partition
     from fedlib.augment import AUGMENTATIONS
@@ -105,8 +111,11 @@ def _add_training_arguments(p: argparse.ArgumentParser) -> None:
 
 def _add_machine_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--device", default="auto", help="cpu, cuda, cuda:N, or auto (cuda when available)")
-    p.add_argument("--backend", default=None, help="local training: sequential, threads, stacked or auto "
-                   "(default: $FEDLIB_BACKEND, else sequential)")
+    p.add_argument("--backend", default=None, help="local training: auto (threads on a CPU, stacked on a GPU), "
+                   "threads, stacked or sequential (the reference loop; the others match it to float rounding and "
+                   "share its stored runs) (default: $FEDLIB_BACKEND, else auto)")
+    p.add_argument("--threads", type=int, default=None, help="intra-op CPU threads (default: $FEDLIB_THREADS, else "
+                   f"the cores this process may use, {_cores()} here, so runs never oversubscribe them)")
     p.add_argument("--precision", default="fp32", help="fp32, or bf16 autocast of the local forward passes")
     p.add_argument("--channels-last", action="store_true", help="NHWC memory layout for images and convs")
     p.add_argument("--data", default=None, help="dataset folder (default: $FEDLIB_DATA)")
@@ -128,9 +137,31 @@ are counted from 1."""
 
 
 _MAIN_DESCRIPTION = """\
-fedlib run trains one federated experiment (or serves it from the results store); list, show and
-export read the store. Accuracies are printed in % and rounds counted from 1; --json prints the
-store's own values (fractions, 0-based round indices). fedlib COMMAND --help describes each command."""
+fedlib run trains one federated experiment (or serves it from the results store); sweep trains a
+grid of them side by side; list, show and export read the store. Accuracies are printed in % and
+rounds counted from 1; --json prints the store's own values (fractions, 0-based round indices).
+fedlib COMMAND --help describes each command."""
+
+
+_SWEEP_DESCRIPTION = """\
+Run a grid of federated experiments: every combination of the --grid values on top of the other
+options (the defaults of fedlib run), each distinct run once, runs already stored skipped, the rest
+trained side by side; then a summary table. Exit status 1 when a run failed.
+
+  fedlib sweep --dataset digits --model mlp --grid method=fedavg,fedprox --grid seed=0,1,2 --workers 2
+  fedlib sweep ... --grid method-arg=mu=0.01,mu=0.1 --executor ray --address auto"""
+
+
+def _add_sweep_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--grid", action="append", default=[], metavar="OPTION=V1,V2,...",
+                   help="an axis of the grid: an option of fedlib run and its values (repeatable)")
+    p.add_argument("--executor", choices=("serial", "local", "ray"), default="local",
+                   help="serial (this process), local (worker processes) or ray (pip install -e '.[ray]')")
+    p.add_argument("--workers", type=int, default=None, help="runs side by side (default: one per available core; "
+                   "on a Ray cluster, as many as its resources hold), each with its share of the cores")
+    p.add_argument("--address", default=None, help="--executor ray: a running cluster, auto or ray://HOST:PORT "
+                   "(default: a local Ray)")
+    p.add_argument("--verbose", action="store_true", help="one line per finished run")
 
 
 def _add_filters(p: argparse.ArgumentParser) -> None:
@@ -153,6 +184,11 @@ def _build_parser() -> _Parser:
                          formatter_class=_HelpFormatter)
     for add in (_add_data_arguments, _add_training_arguments, _add_machine_arguments):
         add(run)
+    sweep = sub.add_parser("sweep", help="run a grid of experiments side by side (local workers or Ray)",
+                           description=_SWEEP_DESCRIPTION, formatter_class=_HelpFormatter)
+    for add in (_add_data_arguments, _add_training_arguments, _add_machine_arguments, _add_sweep_arguments):
+        add(sweep)
+    sweep.set_defaults(parser=sweep)
     listing = sub.add_parser("list", help="a table of the runs in the results store", formatter_class=_HelpFormatter)
     _add_filters(listing)
     listing.add_argument("--sort", default=DEFAULT_SORT, help=f"column to sort by: {_names(SORT_COLUMNS)}; size, "
@@ -207,6 +243,47 @@ def config_from_args(ns: argparse.Namespace):
         precision=ns.precision, channels_last=ns.channels_last, **({"backend": ns.backend} if ns.backend else {}))
 
 
+def grid_namespaces(ns: argparse.Namespace) -> list[argparse.Namespace]:
+    """One namespace per combination of the ``--grid OPTION=V1,V2`` values (typed as the option is)."""
+    import itertools
+
+    actions = {a.dest: a for a in ns.parser._actions if a.option_strings}
+    axes = []
+    for pair in ns.grid:
+        option, sep, values = pair.partition("=")
+        dest = option.strip().lstrip("-").replace("-", "_")
+        action = actions.get(dest)
+        items = [v.strip() for v in values.split(",") if v.strip()]
+        if not sep or not items or action is None or action.nargs == 0 or dest in ("grid", "parser"):
+            raise FedlibError(f"--grid expects OPTION=V1,V2,... with an option of fedlib run that takes a value, "
+                              f"got {pair!r}")
+        try:
+            axes.append((dest, [action.type(v) if action.type else v for v in items]))
+        except ValueError:
+            raise FedlibError(f"--grid {pair}: a value is not of the option's type") from None
+    namespaces = []
+    for values in itertools.product(*(v for _, v in axes)):
+        variant = argparse.Namespace(**vars(ns))
+        for (dest, _), value in zip(axes, values):
+            setattr(variant, dest, [*ns.method_arg, value] if dest == "method_arg" else value)
+        namespaces.append(variant)
+    return namespaces
+
+
+def _cmd_sweep(ns: argparse.Namespace) -> int:
+    from fedlib.executor import FAILED, execute
+
+    if ns.no_store:
+        raise FedlibError("fedlib sweep trains into the results store; leave out --no-store")
+    configs = [config_from_args(variant) for variant in grid_namespaces(ns)]
+    outcomes = execute(configs, executor=ns.executor, workers=ns.workers, threads=ns.threads, results_dir=ns.results,
+                       address=ns.address, progress=not ns.quiet, verbose=ns.verbose)
+    if ns.json:
+        print(json.dumps([{"config_hash": o.config.hash(), "status": o.status, "attempts": o.attempts,
+                           "best_accuracy": o.best_accuracy, "error": o.error} for o in outcomes]))
+    return 1 if any(o.status == FAILED for o in outcomes) else 0
+
+
 def result_json(result) -> dict[str, Any]:
     """The machine-readable summary printed by ``run --json`` (the store's fractions and 0-based rounds)."""
     return {
@@ -226,8 +303,13 @@ def result_json(result) -> dict[str, Any]:
 # ====================================================================== run
 def _cmd_run(ns: argparse.Namespace, argv: Sequence[str]) -> int:
     from fedlib.engine import run
+    from fedlib.resources import cap_threads, set_thread_budget
 
     cfg = config_from_args(ns)
+    if ns.threads is not None:
+        set_thread_budget(threads=ns.threads)
+    else:
+        cap_threads()
     try:
         result = run(cfg, progress=not ns.quiet, use_store=not ns.no_store)
     except KeyboardInterrupt:
@@ -380,7 +462,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         ns = _build_parser().parse_args(argv)
         if ns.command == "run":
             return _cmd_run(ns, argv)
-        handler = {"list": _cmd_list, "show": _cmd_show, "export": _cmd_export, "methods": _cmd_methods}[ns.command]
+        handler = {"sweep": _cmd_sweep, "list": _cmd_list, "show": _cmd_show, "export": _cmd_export,
+                   "methods": _cmd_methods}[ns.command]
         return handler(ns)
     except FedlibError as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -29,6 +29,7 @@ PRECISIONS = ("fp32", "bf16")
 # Fields added after runs were stored: they enter the hash only when set to something else.
 _LATER_DEFAULTS = {"quantity_split": "symmetric", "drop_last": False}
 BACKENDS = ("sequential", "threads", "stacked", "auto")
+DEFAULT_BACKEND = "auto"  # the fast path; "sequential" is the reference the tests compare against
 
 
 @dataclass(frozen=True)
@@ -77,8 +78,9 @@ class RunConfig:
     data_dir: str | None = None
     results_dir: str | None = None
     download: bool = False
-    # local training: sequential | threads | stacked | auto (fedlib.threaded, .stacked); default $FEDLIB_BACKEND
-    backend: str = field(default_factory=lambda: os.environ.get("FEDLIB_BACKEND", "sequential"))
+    # local training: sequential | threads | stacked | auto (fedlib.threaded, .stacked); default $FEDLIB_BACKEND,
+    # else auto: threads on a CPU, stacked on a GPU (both fall back to sequential where a method needs it)
+    backend: str = field(default_factory=lambda: os.environ.get("FEDLIB_BACKEND") or DEFAULT_BACKEND)
     channels_last: bool = False  # image batches and conv weights in NHWC memory layout
     # numbers-defining: bf16 autocast of the local forward passes (fp32 master weights and losses)
     precision: str = "fp32"

@@ -539,7 +539,22 @@ def run(cfg: RunConfig, *, hooks: list = (), progress: bool = True, use_store: b
     with record.claim() as claim:
         if record.complete and not hooks:  # finished by the previous holder while we waited
             return _served(cfg, record, progress)
+        _count_training()
         return _train(cfg, record, claim, hooks, progress, stop_after)
+
+
+_STORED_TRAININGS = 0  # runs this process trained (from round 0 or resumed) into a results store
+
+
+def stored_trainings() -> int:
+    """How many runs this process has trained into a results store, fresh or resumed (a run the
+    store served does not count): the executor tells a trained run from a served one by it."""
+    return _STORED_TRAININGS
+
+
+def _count_training() -> None:
+    global _STORED_TRAININGS
+    _STORED_TRAININGS += 1
 
 
 class NotRun(FedlibError):

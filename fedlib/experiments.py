@@ -16,7 +16,8 @@ import pandas as pd
 
 from fedlib import store
 from fedlib.config import RunConfig
-from fedlib.engine import NotRun, RunResult, run
+from fedlib.engine import NotRun, RunResult, render_only, run
+from fedlib.errors import FedlibError
 
 
 def grid(base: RunConfig, **axes: Sequence[Any]) -> list[RunConfig]:
@@ -43,10 +44,27 @@ def plan(configs: Iterable[RunConfig], results_dir: str | os.PathLike | None = N
 
 
 def run_all(configs: Sequence[RunConfig], results_dir: str | os.PathLike | None = None,
-            progress: bool = True) -> list[RunResult]:
-    """Run every config not yet in the store (in order) and return all results."""
+            progress: bool = True, *, executor: str = "serial", workers: int | None = None,
+            address: str | None = None, threads: int | None = None) -> list[RunResult]:
+    """Run every config not yet in the store and return all results, in order.
+
+    ``executor="serial"`` trains them here one after another; ``"local"`` (``workers`` processes on
+    this machine; ``workers > 1`` alone means it) or ``"ray"`` (local Ray, or the cluster at
+    ``address``) trains them side by side first (:func:`fedlib.executor.execute`), then serves
+    every result from the store. A run that fails on a worker raises here, after all the others
+    have finished."""
     from tqdm.auto import tqdm
 
+    from fedlib.resources import cap_threads, set_thread_budget
+
+    if threads is not None:
+        set_thread_budget(threads=threads)
+    else:
+        cap_threads()
+    if executor == "serial" and workers is not None and workers > 1:
+        executor = "local"
+    if executor != "serial" and not render_only():
+        _execute(configs, results_dir, progress, executor, workers, address, threads)
     todo = plan(configs, results_dir)
     if progress and todo["to_run"]:
         print(f"{todo['runs']} runs, {todo['stored']} already stored, {todo['to_run']} to run")
@@ -61,6 +79,20 @@ def run_all(configs: Sequence[RunConfig], results_dir: str | os.PathLike | None 
     if missing:
         print(f"render-only: {missing} of {len(configs)} runs are in no store; their cells read 'not run'")
     return results
+
+
+def _execute(configs: Sequence[RunConfig], results_dir, progress: bool, executor: str, workers: int | None,
+             address: str | None, threads: int | None) -> None:
+    """Train the configs the store lacks on ``executor``; one FedlibError naming the failures."""
+    from fedlib.executor import FAILED, execute
+
+    outcomes = execute(configs, executor=executor, workers=workers, threads=threads, results_dir=results_dir,
+                       address=address, progress=progress)
+    failed = [o for o in outcomes if o.status == FAILED]
+    if failed:
+        first = failed[0]
+        raise FedlibError(f"{len(failed)} of {len(outcomes)} runs failed on {executor} workers; first: "
+                          f"{first.config.hash()} ({first.config.method} on {first.config.dataset}): {first.error}")
 
 
 ACCURACY_COLUMNS = ("final_accuracy", "best_accuracy", "max_class_accuracy", "mean_class_accuracy",

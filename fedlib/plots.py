@@ -1,17 +1,135 @@
 """One figure style for every notebook, and the plot types the papers use.
 
 Every function draws on a given (or new) matplotlib Axes and returns it; :func:`save_figure`
-writes PNG and PDF side by side into ``figures/``.
+writes PNG and PDF side by side into ``figures/``, with a provenance stamp under the figure
+(profile, data scale, seeds: :func:`provenance`). Titles and legends show names in words
+(:func:`display_name`: "Fashion-MNIST, LeNet-5", not "fashion_mnist, lenet5"); legends sit
+outside the axes (or below a row of panels: :func:`shared_legend`) so they never cover data.
 """
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Sequence
 
 import numpy as np
 
 PALETTE = "colorblind"
+
+# Identifiers (datasets, models, methods, partitions) as a reader writes them; one flat table,
+# since the four namespaces share no key. Unknown identifiers are shown unchanged.
+DISPLAY_NAMES: dict[str, str] = {
+    # datasets
+    "mnist": "MNIST", "fashion_mnist": "Fashion-MNIST", "cifar10": "CIFAR-10", "cifar100": "CIFAR-100",
+    "tinyimagenet": "Tiny-ImageNet", "cinic10": "CINIC-10", "femnist": "FEMNIST",
+    "office_caltech10": "Office-Caltech-10", "digits": "scikit-learn digits", "synthetic": "synthetic data",
+    # models
+    "mlp": "MLP", "lenet5": "LeNet-5", "simple_cnn": "simple CNN", "cnn2": "2-conv CNN",
+    "convnet_s": "ConvNet-S", "vgg9": "VGG-9", "resnet8": "ResNet-8", "resnet32": "ResNet-32",
+    "resnet56": "ResNet-56", "resnet18": "ResNet-18", "resnet18_imagenet": "ResNet-18 (ImageNet stem)",
+    "resnet50": "ResNet-50", "mobilenetv2": "MobileNetV2", "alexnet": "AlexNet",
+    # methods
+    "fedavg": "FedAvg", "fedprox": "FedProx", "fedavgm": "FedAvgM", "scaffold": "SCAFFOLD",
+    "moon": "MOON", "fednova": "FedNova", "fedntd": "FedNTD", "fedrs": "FedRS", "fedlc": "FedLC",
+    "fedvls": "FedVLS", "feded": "FedED", "fedlmd": "FedLMD", "fedlmd_tf": "FedLMD-Tf",
+    "fedcsd": "FedCSD", "pkd": "PKD", "fedkd": "FedKD", "fedgkd": "FedGKD", "fedproto": "FedProto",
+    "fedsam": "FedSAM", "fedexp": "FedExP", "fedcurv": "FedCurv", "fedmr": "FedMR", "fedgf": "FedGF",
+    "fedconcat": "FedConcat", "fedcodl": "FedCoDL", "fedavg_kd": "FedAvg + KD",
+    "feature_kd": "feature KD", "fedavg_feature_kd": "FedAvg + feature KD", "focal": "focal loss",
+    "focal_loss": "focal loss", "label_smoothing": "label smoothing",
+    # partitions
+    "iid": "IID", "dirichlet": "Dirichlet", "shards": "shards", "quantity": "quantity skew",
+    "pathological": "pathological", "balanced": "balanced", "natural": "natural (by writer or domain)",
+}
+
+
+def display_name(identifier) -> str:
+    """``identifier`` in words (``"fashion_mnist"`` -> ``"Fashion-MNIST"``); composed methods
+    (``"fedlmd+fedprox"``) name each part; anything unknown comes back unchanged."""
+    text = str(identifier)
+    if re.fullmatch(r"\w+(\+\w+)+", text):
+        return " + ".join(display_name(part) for part in text.split("+"))
+    return DISPLAY_NAMES.get(text, text)
+
+
+def display_names(*identifiers, sep: str = ", ") -> str:
+    """Several identifiers in words, joined: ``display_names("cifar10", "cnn2")`` ->
+    ``"CIFAR-10, 2-conv CNN"`` (the usual figure title)."""
+    return sep.join(display_name(i) for i in identifiers)
+
+
+def partition_label(cfg) -> str:
+    """A run's label partition in words: ``Dir(β=0.5)``, ``quantity skew, 2 classes per client``, ``IID``."""
+    if cfg.partition == "dirichlet":
+        return f"Dir(β={cfg.beta:g})"
+    if cfg.partition in ("quantity", "pathological"):
+        return f"{display_name(cfg.partition)}, {cfg.classes_per_client} classes per client"
+    if cfg.partition == "shards":
+        return f"shards, {cfg.shards_per_client} per client"
+    return display_name(cfg.partition)
+
+
+# ---------------------------------------------------------------- provenance stamp
+def data_scale(cfg) -> str:
+    """How much of its dataset a run used: ``"2,000 train images"``, ``"3,000 train / 1,000 test
+    images"`` or ``"full data"``."""
+    train, test = cfg.max_train_samples, cfg.max_test_samples
+    if train and test:
+        return f"{train:,} train / {test:,} test images"
+    if train:
+        return f"{train:,} train images"
+    if test:
+        return f"full train set, {test:,} test images"
+    return "full data"
+
+
+def _seeds_text(seeds: Sequence[int]) -> str:
+    seeds = sorted(set(seeds))
+    if len(seeds) == 1:
+        return f"seed {seeds[0]}"
+    if len(seeds) > 3 and seeds == list(range(seeds[0], seeds[-1] + 1)):
+        return f"seeds {seeds[0]}-{seeds[-1]}"
+    return "seeds " + ", ".join(str(s) for s in seeds)
+
+
+def provenance(profile: str | None, runs: Sequence = ()) -> str:
+    """The stamp :func:`save_figure` puts under a figure: profile, dataset and data scale, seeds.
+
+    ``runs``: the RunConfigs (or RunResults, anything with ``.config``) behind the figure, e.g.
+    ``"profile quick · CIFAR-10, 3,000 train / 1,000 test images · seed 0"``.
+    """
+    configs = [getattr(run, "config", run) for run in runs]
+    scales = dict.fromkeys(f"{display_name(c.dataset)}, {data_scale(c)}" for c in configs)
+    parts = [f"profile {profile}" if profile else "", "; ".join(scales),
+             _seeds_text([c.seed for c in configs]) if configs else ""]
+    return " · ".join(part for part in parts if part)
+
+
+def _renderer(fig):
+    """A renderer to measure ``fig``'s artists with (the Agg canvas every backend here uses)."""
+    canvas = fig.canvas
+    if not hasattr(canvas, "get_renderer"):
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+        canvas = FigureCanvasAgg(fig)
+    return canvas.get_renderer()
+
+
+def stamp_figure(fig, text: str):
+    """Write ``text`` small and grey under the bottom-right corner of everything ``fig`` draws
+    (axes, tick labels, figure legends), replacing an earlier stamp; returns the Text artist."""
+    from matplotlib.transforms import offset_copy
+
+    earlier = getattr(fig, "_fedlib_stamp", None)
+    if earlier is not None and earlier.figure is fig:
+        earlier.remove()
+    box = fig.get_tightbbox(_renderer(fig))  # inches
+    width, height = fig.get_size_inches()
+    below = offset_copy(fig.transFigure, fig=fig, y=-4, units="points")
+    fig._fedlib_stamp = fig.text(box.x1 / width, box.y0 / height, text, transform=below,
+                                 ha="right", va="top", fontsize=6.5, color="0.4")
+    return fig._fedlib_stamp
 
 
 def use_style() -> None:
@@ -32,39 +150,97 @@ def _axes(ax=None, figsize=(5.0, 3.4)):
     return ax
 
 
-def save_figure(fig, name: str, figures_dir: str | Path = "figures") -> list[Path]:
-    """Save ``fig`` as ``<figures_dir>/<name>.png`` and ``.pdf``; returns both paths."""
+def save_figure(fig, name: str, figures_dir: str | Path = "figures", *, profile: str | None = None,
+                runs: Sequence = (), stamp: str | None = None) -> list[Path]:
+    """Save ``fig`` as ``<figures_dir>/<name>.png`` and ``.pdf``; returns both paths.
+
+    ``profile`` and ``runs`` (the RunConfigs or RunResults behind the figure) stamp it with its
+    provenance (:func:`provenance`); ``stamp`` gives the stamp's text directly.
+    """
+    text = stamp or (provenance(profile, runs) if profile or runs else None)
+    if text:
+        stamp_figure(fig, text)
     folder = Path(figures_dir)
     folder.mkdir(parents=True, exist_ok=True)
     paths = [folder / f"{name}.png", folder / f"{name}.pdf"]
     for path in paths:
-        fig.savefig(path)
+        fig.savefig(path, bbox_inches="tight")  # tight: the stamp and outside legends are kept
     return paths
 
 
+# ---------------------------------------------------------------- legends that cover no data
+def place_legend(ax, where: str | None = "outside", **kwargs):
+    """Put ``ax``'s legend ``"outside"`` (right of the axes, top-aligned: never over data),
+    ``"best"`` (matplotlib's least-covering spot inside) or nowhere (None); returns it."""
+    if where is None or not ax.get_legend_handles_labels()[0]:
+        return None
+    options = {"frameon": False, "fontsize": "small", **kwargs}
+    if where == "outside":
+        options = {"loc": "upper left", "bbox_to_anchor": (1.01, 1.0), "borderaxespad": 0.0, **options}
+    else:
+        options = {"loc": where, **options}
+    return ax.legend(**options)
+
+
+def shared_legend(fig, axes=None, ncol: int | None = None, tight_layout: bool = True, **kwargs):
+    """One legend for a figure of panels, centred below all of them, in place of the panels' own.
+
+    Collects every labelled artist of ``axes`` (default: all of ``fig``'s), once per label,
+    removes the panels' legends and (``tight_layout``) lays the panels out again without them.
+    Call it last, after any ``fig.tight_layout()``, which ignores figure legends. Returns the
+    legend (None when nothing is labelled).
+    """
+    axes = [ax for ax in np.ravel(fig.axes if axes is None else axes) if ax.get_visible()]
+    handles: dict[str, object] = {}
+    for ax in axes:
+        for handle, label in zip(*ax.get_legend_handles_labels()):
+            if not label.startswith("_"):
+                handles.setdefault(label, handle)
+        if ax.get_legend() is not None:
+            ax.get_legend().remove()
+    if not handles:
+        return None
+    if tight_layout:
+        fig.tight_layout()
+    renderer = _renderer(fig)
+    bottom = min(ax.get_tightbbox(renderer).y0 for ax in axes) / fig.bbox.height
+    options = {"loc": "upper center", "bbox_to_anchor": (0.5, bottom), "frameon": False,
+               "fontsize": "small", "ncol": ncol or min(len(handles), 6), **kwargs}
+    return fig.legend(list(handles.values()), list(handles), **options)
+
+
 def accuracy_curves(curves: dict[str, Sequence[float]], ax=None, rounds: Sequence[int] | None = None,
-                    ylabel: str = "test accuracy (%)", title: str | None = None, std: dict | None = None):
-    """One line per method: accuracy (fractions, shown in %) against the round."""
+                    ylabel: str = "test accuracy (%)", title: str | None = None, std: dict | None = None,
+                    legend: str | None = "outside"):
+    """One line per method: accuracy (fractions, shown in %) against the round.
+
+    Labels are shown in words (method ids through :func:`display_name`); ``legend`` is
+    :func:`place_legend`'s ``where``.
+    """
+    from matplotlib.ticker import MaxNLocator
+
     ax = _axes(ax)
     for label, values in curves.items():
         values = np.asarray(values, dtype=float) * 100
         x = np.asarray(rounds if rounds is not None else np.arange(1, len(values) + 1))[: len(values)]
-        line, = ax.plot(x, values, label=label, lw=1.6)
+        line, = ax.plot(x, values, label=display_name(label), lw=1.6)
         if std and label in std:
             spread = np.asarray(std[label], dtype=float) * 100
             ax.fill_between(x, values - spread, values + spread, color=line.get_color(), alpha=0.2)
     ax.set_xlabel("communication round")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_ylabel(ylabel)
     if title:
         ax.set_title(title)
-    ax.legend(frameon=False, fontsize="small")
+    place_legend(ax, legend)
     return ax
 
 
 def curve_panels(results, key: str = "accuracy", ylabel: str = "test accuracy (%)", columns: int = 3):
     """One panel per (dataset, partition setting) of ``results`` that holds stored rounds, one
     line per method: ``key`` against the round (runs without rounds, e.g. not run, are left out).
-    Returns the figure, or None when no run has rounds."""
+    Titles and labels are in words; one legend below the panels. Returns the figure, or None
+    when no run has rounds."""
     import matplotlib.pyplot as plt
 
     panels: dict[str, dict[str, list]] = {}
@@ -73,8 +249,8 @@ def curve_panels(results, key: str = "accuracy", ylabel: str = "test accuracy (%
         if not rows:
             continue
         cfg = result.config
-        title = f"{cfg.dataset}, {cfg.partition}" + (f" β={cfg.beta:g}" if cfg.partition == "dirichlet" else "")
-        label = cfg.method if cfg.seed == 0 else f"{cfg.method} (seed {cfg.seed})"
+        title = f"{display_name(cfg.dataset)}, {partition_label(cfg)}"
+        label = display_name(cfg.method) + ("" if cfg.seed == 0 else f" (seed {cfg.seed})")
         panels.setdefault(title, {})[label] = ([r["round"] + 1 for r in rows], [r[key] for r in rows])
     if not panels:
         return None
@@ -88,36 +264,43 @@ def curve_panels(results, key: str = "accuracy", ylabel: str = "test accuracy (%
         ax.set_title(title)
         ax.set_xlabel("communication round")
         ax.set_ylabel(ylabel)
-        ax.legend(frameon=False, fontsize="small")
     for ax in list(axes.flat)[count:]:
         ax.set_visible(False)
-    fig.tight_layout()
+    shared_legend(fig)
     return fig
 
 
+# Shadings behind class-wise bars: a hatched grey and a pale yellow, told apart in colour, in
+# grey-scale print and from the bars' own palette colours (blue, orange, green).
+CLASS_SHADES = {"vacant": {"facecolor": "0.82", "hatch": "///", "edgecolor": "0.55"},
+                "minority": {"facecolor": "#f3e38a"}, "majority": {"facecolor": "#cfe8cf"}}
+
+
 def class_accuracy_bars(series: dict[str, Sequence[float]], class_names: Sequence[str], ax=None,
-                        marks: dict[str, Sequence[int]] | None = None, title: str | None = None):
+                        marks: dict[str, Sequence[int]] | None = None, title: str | None = None,
+                        legend: str | None = "outside"):
     """Grouped bars of class-wise accuracy (%), one group per class, one bar per series.
 
-    ``marks`` maps a label ("vacant", "minority") to class indices shaded behind the bars.
+    ``marks`` maps a label ("vacant", "minority", "majority") to class indices shaded behind the
+    bars (:data:`CLASS_SHADES`); ``legend`` is :func:`place_legend`'s ``where``.
     """
     ax = _axes(ax, figsize=(6.4, 3.2))
     names = list(series)
     width = 0.8 / max(1, len(names))
     x = np.arange(len(class_names))
-    shades = {"vacant": "#d62728", "minority": "#ff7f0e", "majority": "#2ca02c"}
     for label, classes in (marks or {}).items():
+        shade = CLASS_SHADES.get(label, {"facecolor": "0.9"})
         for i, c in enumerate(classes):
-            ax.axvspan(c - 0.45, c + 0.45, color=shades.get(label, "grey"), alpha=0.12,
-                       label=label if i == 0 else None, lw=0)
+            ax.axvspan(c - 0.45, c + 0.45, lw=0, zorder=0, label=f"{label} class" if i == 0 else None, **shade)
     for i, name in enumerate(names):
-        ax.bar(x + (i - (len(names) - 1) / 2) * width, np.asarray(series[name]) * 100, width, label=name)
+        ax.bar(x + (i - (len(names) - 1) / 2) * width, np.asarray(series[name]) * 100, width,
+               label=display_name(name), zorder=2)
     ax.set_xticks(x, class_names, rotation=45, ha="right")
     ax.set_ylabel("class accuracy (%)")
     ax.set_ylim(0, 100)
     if title:
         ax.set_title(title)
-    ax.legend(frameon=False, fontsize="x-small", ncol=2)
+    place_legend(ax, legend, fontsize="x-small")
     return ax
 
 
@@ -138,8 +321,9 @@ def matrix_heatmap(matrix: np.ndarray, class_names: Sequence[str], ax=None, titl
 
 
 def embedding_scatter(embedding: np.ndarray, labels: np.ndarray, class_names: Sequence[str], ax=None,
-                      title: str | None = None):
-    """2-D scatter of a t-SNE embedding coloured by class."""
+                      title: str | None = None, legend: str | None = "outside"):
+    """2-D scatter of a t-SNE embedding coloured by class; ``legend`` is :func:`place_legend`'s
+    ``where`` (several panels: pass None and call :func:`shared_legend`)."""
     import seaborn as sns
 
     ax = _axes(ax, figsize=(4.6, 4.2))
@@ -152,5 +336,5 @@ def embedding_scatter(embedding: np.ndarray, labels: np.ndarray, class_names: Se
     ax.set_yticks([])
     if title:
         ax.set_title(title)
-    ax.legend(frameon=False, fontsize="xx-small", markerscale=3, loc="best")
+    place_legend(ax, legend, fontsize="x-small", markerscale=3)
     return ax

@@ -1,9 +1,12 @@
 """Execute the paper notebooks with papermill: ``python -m fedlib.reproduce``.
 
-Each ``notebooks/<stem>.ipynb`` is run with the parameters of ``profiles/<stem>.yaml`` for the
-chosen profile (smoke, quick or paper), plus the overrides given on the command line (device,
-data, results, figures and tables folders). The executed copy goes to ``output/<profile>/``;
-a failing notebook does not stop the others, and the summary names every failure.
+Each ``notebooks/<stem>.ipynb`` is run with the chosen profile's name (smoke, quick or paper)
+and the values given on the command line (device, folders, ``-p NAME VALUE``); the notebook
+applies ``profiles/<stem>.yaml`` itself (:mod:`fedlib.notebook`), so papermill, JupyterLab and
+this runner run the same settings. The executed copy goes to ``output/<profile>/``, and so do
+the figures and tables unless ``--publish`` writes them to the committed ``figures/`` and
+``tables/`` (and records what produced each file). A failing notebook does not stop the
+others, and the summary names every failure.
 
 Exit status: 0 all ran, 1 some notebook failed, 2 bad options (one line on stderr).
 
@@ -21,22 +24,26 @@ import json
 import logging
 import os
 import platform
+import re
 import sys
 import tempfile
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator, Sequence
+from typing import Callable, Iterator, Sequence
 
 import yaml
 
 from fedlib.errors import FedlibError, one_of
+from fedlib.notebook import (PUBLISH_ENV, REPO_ROOT, cell_defaults, check_unpublished, load_profiles, output_folder,
+                             repo_path)
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
 STANDARD_PROFILES = ("smoke", "quick", "paper")
 # Parameters the runner itself sets; every notebook's parameters cell declares them.
 OVERRIDE_NAMES = ("profile", "device", "data_dir", "results_dir", "figures_dir", "tables_dir")
+# the kernel's own log says only errors (not "running over TCP without encryption": it listens on localhost)
+QUIET_KERNEL = ["--IPKernelApp.log_level=ERROR"]
 
 
 @dataclass
@@ -88,20 +95,6 @@ def _matching(notebooks: list[Path], pattern: str) -> list[Path]:
     return [nb for nb in notebooks if pattern in nb.stem]
 
 
-def load_profiles(profiles_dir: Path, stem: str) -> dict[str, dict]:
-    """Profile name -> parameters from ``profiles_dir/<stem>.yaml``; empty if there is no file."""
-    path = Path(profiles_dir) / f"{stem}.yaml"
-    if not path.exists():
-        return {}
-    profiles = yaml.safe_load(path.read_text()) or {}
-    if not isinstance(profiles, dict):
-        raise FedlibError(f"{path} must map profile names to parameter mappings; fix the YAML")
-    for name, params in profiles.items():
-        if params is not None and not isinstance(params, dict):
-            raise FedlibError(f"{path}: profile {name!r} must be a mapping of parameters")
-    return {name: dict(params or {}) for name, params in profiles.items()}
-
-
 def default_kernel() -> str:
     """The ``fedlib`` kernel that reproduce.sh registers, else the stock ``python3``."""
     return "fedlib" if "fedlib" in _kernel_names() else "python3"
@@ -124,27 +117,56 @@ def _absolute(path: str | os.PathLike | None) -> str | None:
 
 def build_overrides(
     profile: str,
-    device: str,
-    data_dir: str | os.PathLike | None,
-    results_dir: str | os.PathLike,
-    figures_dir: str | os.PathLike,
-    tables_dir: str | os.PathLike,
+    device: str | None = None,
+    data_dir: str | os.PathLike | None = None,
+    results_dir: str | os.PathLike | None = None,
+    figures_dir: str | os.PathLike | None = None,
+    tables_dir: str | os.PathLike | None = None,
+    parameters: dict | None = None,
 ) -> dict:
-    """The parameters the runner sets on every notebook, folders as absolute paths.
+    """What the runner passes to every notebook: the profile's name, ``parameters`` (``-p NAME
+    VALUE``) and the options given; one left at None is not passed (the notebook's default holds).
 
-    Absolute because the kernel runs inside notebooks/, where a relative path would mean
-    something else than it did on the command line.
+    No profile values: the notebook applies its profile itself. Folders given as options become
+    absolute, as a relative path on the command line means one relative to where you stand.
     """
-    overrides = {
-        "profile": profile,
-        "device": device,
-        "results_dir": _absolute(results_dir),
-        "figures_dir": _absolute(figures_dir),
-        "tables_dir": _absolute(tables_dir),
-    }
-    if data_dir is not None:  # None keeps the notebook default (FEDLIB_DATA or the cache)
-        overrides["data_dir"] = _absolute(data_dir)
+    if parameters and "profile" in parameters:
+        raise FedlibError("choose the profile with --profile, not -p profile")
+    overrides = {"profile": profile, **(parameters or {})}
+    if device is not None:
+        overrides["device"] = device
+    folders = {"data_dir": data_dir, "results_dir": results_dir, "figures_dir": figures_dir, "tables_dir": tables_dir}
+    overrides.update({name: _absolute(folder) for name, folder in folders.items() if folder is not None})
     return overrides
+
+
+def parse_parameters(pairs: Sequence[Sequence[str]] | None) -> dict:
+    """``-p NAME VALUE`` pairs as a dict, each VALUE read as YAML (``[0, 1]``, ``{cifar10: 10}``,
+    ``0.01``, ``1e-5``, ``none``; anything else stays a string)."""
+    parameters = {}
+    for name, text in pairs or ():
+        try:
+            value = yaml.safe_load(text)
+        except yaml.YAMLError as error:
+            problem = getattr(error, "problem", None) or "invalid YAML"
+            raise FedlibError(f"-p {name} {text!r}: not valid YAML ({problem})") from None
+        if isinstance(value, str):  # YAML reads 1e-5 (no dot) as a string; Python does not
+            try:
+                value = ast.literal_eval(text)
+            except (ValueError, SyntaxError):
+                pass
+        parameters[name] = value
+    return parameters
+
+
+def check_parameter_names(notebooks: Sequence[Path], names: Sequence[str]) -> None:
+    """Refuse a ``-p`` name some selected notebook does not declare, listing that notebook's parameters."""
+    for notebook in notebooks:
+        declared = declared_parameters(notebook)
+        unknown = sorted(set(names) - declared)
+        if unknown:
+            raise FedlibError(f"{notebook.stem} has no parameter {', '.join(unknown)}; its parameters: "
+                              f"{', '.join(sorted(declared))} (narrow the selection with --only)")
 
 
 def run_notebooks(
@@ -154,7 +176,7 @@ def run_notebooks(
     notebooks_dir: str | os.PathLike | None = None,
     profiles_dir: str | os.PathLike | None = None,
     out_dir: str | os.PathLike | None = None,
-    device: str = "auto",
+    device: str | None = None,
     data_dir: str | os.PathLike | None = None,
     results_dir: str | os.PathLike | None = None,
     figures_dir: str | os.PathLike | None = None,
@@ -162,16 +184,24 @@ def run_notebooks(
     kernel: str | None = None,
     log_output: bool = True,
     show_plan: bool = False,
+    publish: bool = False,
+    parameters: dict | None = None,
+    report: Callable[[NotebookRun], None] | None = None,
 ) -> list[NotebookRun]:
     """Execute the selected notebooks in ``profile``; never stops at a failing notebook.
 
-    Folders default to the repository layout beside ``notebooks_dir``: ``profiles/``,
-    ``results/``, ``figures/``, ``tables/`` and ``output/<profile>/``. With ``show_plan`` the
-    plan of the table notebooks (:mod:`fedlib.plan`) is printed first. Raises
-    :class:`FedlibError` for bad options (unknown profile or kernel, pattern matching nothing).
+    Each notebook gets the profile's name, ``parameters`` and the options given (None: the
+    notebook's default) and applies its profile itself. Figures and tables go to
+    ``output/<profile>/`` unless ``publish``, which writes the committed ``figures/`` and
+    ``tables/`` (or the folders given) and records each file in their ``index.json``. Executed
+    notebooks go to ``output/<profile>/``. With ``show_plan`` the plan of the table notebooks
+    (:mod:`fedlib.plan`) is printed first; ``report`` is called with each finished run. Raises
+    :class:`FedlibError` for bad options (unknown profile, kernel or parameter, a pattern
+    matching nothing, a committed folder without ``publish``).
     """
     notebooks, profiles, overrides, root = _selection(profile, only, notebooks_dir, profiles_dir, device,
-                                                      data_dir, results_dir, figures_dir, tables_dir)
+                                                      data_dir, results_dir, figures_dir, tables_dir,
+                                                      publish=publish, parameters=parameters)
     kernel = kernel or default_kernel()
     _check_kernel(kernel)
     out_dir = Path(out_dir or root / "output" / profile)
@@ -180,18 +210,71 @@ def run_notebooks(
         from fedlib.plan import format_plan
 
         dry_run_csv = default_dry_run_csv(root, profile)
-        frame = _plan(notebooks, profiles, overrides, dry_run_csv=dry_run_csv if dry_run_csv.exists() else None)
-        print(format_plan(frame, profile, device), flush=True)
+        frame = _plan(notebooks, profiles, overrides, dry_run_csv=dry_run_csv if dry_run_csv.exists() else None,
+                      root=root)
+        print(format_plan(frame, profile, device or "auto"), flush=True)
     all_stems = [nb.stem for nb in find_notebooks(notebooks[0].parent)] if notebooks else []
     runs = []
-    for notebook in notebooks:
-        entry = profiles[notebook.stem].get(profile)
-        started = time.time()
-        runs.append(_run_one(notebook, entry, overrides, out_dir, kernel, log_output))
-        if runs[-1].ok:
-            for folder, kind in ((overrides["figures_dir"], "figure"), (overrides["tables_dir"], "table")):
-                index_outputs(Path(folder), kind, notebook.stem, profile, started, all_stems)
+    with _publishing(publish):
+        for notebook in notebooks:
+            entry = profiles[notebook.stem].get(profile)
+            started = time.time()
+            runs.append(_run_one(notebook, entry, overrides, out_dir, kernel, log_output))
+            if runs[-1].ok and publish:
+                for folder, kind in ((overrides["figures_dir"], "figure"), (overrides["tables_dir"], "table")):
+                    index_outputs(Path(folder), kind, notebook.stem, profile, started, all_stems)
+            if report is not None:
+                report(runs[-1])
     return runs
+
+
+@contextmanager
+def _publishing(publish: bool) -> Iterator[None]:
+    """Tell the kernels (through the environment they inherit) that writing figures/ and tables/ is asked for."""
+    previous = os.environ.pop(PUBLISH_ENV, None)
+    if publish:
+        os.environ[PUBLISH_ENV] = "1"
+    try:
+        yield
+    finally:
+        os.environ.pop(PUBLISH_ENV, None)
+        if previous is not None:
+            os.environ[PUBLISH_ENV] = previous
+
+
+def execute_declared_runs(profile: str = "smoke", only: str | None = None, *, executor: str = "local",
+                          workers: int | None = None, address: str | None = None, threads: int | None = None,
+                          notebooks_dir: str | os.PathLike | None = None,
+                          profiles_dir: str | os.PathLike | None = None, device: str | None = None,
+                          data_dir: str | os.PathLike | None = None, results_dir: str | os.PathLike | None = None,
+                          parameters: dict | None = None) -> list:
+    """Train every run the selected table notebooks declare in ``profile``, each distinct run once
+    however many notebooks declare it, on ``executor`` (:func:`fedlib.executor.execute`: local
+    worker processes or Ray), so the notebooks then render from the store. Runs whose dataset is
+    missing here are left to the notebooks (which skip them). Returns the outcomes."""
+    from fedlib.data import missing_dataset_message
+    from fedlib.executor import execute
+
+    runs, store_dir = notebook_runs(profile, only, notebooks_dir=notebooks_dir, profiles_dir=profiles_dir,
+                                    device=device, data_dir=data_dir, results_dir=results_dir, parameters=parameters)
+    here = [cfg for cfg in runs if missing_dataset_message(cfg.dataset, cfg.data_dir, cfg.download) is None]
+    if len(here) < len(runs):
+        missing = sorted({cfg.dataset for cfg in runs} - {cfg.dataset for cfg in here})
+        print(f"{len(runs) - len(here)} declared runs need data missing here ({', '.join(missing)}); "
+              "the notebooks skip them", flush=True)
+    return execute(here, executor=executor, workers=workers, threads=threads, results_dir=store_dir, address=address)
+
+
+def notebook_runs(profile: str = "smoke", only: str | None = None, *, notebooks_dir: str | os.PathLike | None = None,
+                  profiles_dir: str | os.PathLike | None = None, device: str | None = None,
+                  data_dir: str | os.PathLike | None = None, results_dir: str | os.PathLike | None = None,
+                  parameters: dict | None = None, progress: bool = True) -> tuple[list, str]:
+    """Every distinct run the selected table notebooks declare in ``profile``, and the results
+    store the notebooks will read them from."""
+    notebooks, profiles, overrides, root = _selection(profile, only, notebooks_dir, profiles_dir, device, data_dir,
+                                                      results_dir, None, None, parameters=parameters)
+    runs = declared_runs(declared_grids(notebooks, profiles, overrides, progress=progress))
+    return [cfg for cfg, _ in runs.values()], overrides.get("results_dir") or str(root / "results")
 
 
 def plan_notebooks(profile: str = "paper", only: str | None = None, *, probe: bool = True,
@@ -207,15 +290,16 @@ def plan_notebooks(profile: str = "paper", only: str | None = None, *, probe: bo
                                                       data_dir, results_dir, None, None)
     if dry_run_csv is None and default_dry_run_csv(root, profile).exists():
         dry_run_csv = default_dry_run_csv(root, profile)
-    return _plan(notebooks, profiles, overrides, probe, dry_run_csv)
+    return _plan(notebooks, profiles, overrides, probe, dry_run_csv, root=root)
 
 
 def _plan(notebooks: list[Path], profiles: dict, overrides: dict, probe: bool = True,
-          dry_run_csv: str | os.PathLike | None = None) -> "pd.DataFrame":
+          dry_run_csv: str | os.PathLike | None = None, root: Path = REPO_ROOT) -> "pd.DataFrame":
     from fedlib.plan import plan_frame  # torch: only when a plan is asked for
 
     grids = declared_grids(notebooks, profiles, overrides)
-    return plan_frame(grids, overrides["results_dir"], probe, overrides["device"], dry_run_csv)
+    results_dir = overrides.get("results_dir") or str(root / "results")  # the notebooks' default
+    return plan_frame(grids, results_dir, probe, overrides.get("device", "auto"), dry_run_csv)
 
 
 def declared_grids(notebooks: list[Path], profiles: dict, overrides: dict,
@@ -272,17 +356,24 @@ def dry_run_notebooks(profile: str = "paper", only: str | None = None, *,
 
 
 def _selection(profile, only, notebooks_dir, profiles_dir, device, data_dir, results_dir, figures_dir,
-               tables_dir) -> tuple[list[Path], dict, dict, Path]:
-    """The notebooks, their profiles and the parameters the runner sets, options checked."""
+               tables_dir, publish=False, parameters=None) -> tuple[list[Path], dict, dict, Path]:
+    """The notebooks, their profiles and the parameters the runner passes, options checked.
+
+    Publishing writes the committed ``figures/`` and ``tables/`` unless other folders are given;
+    otherwise a folder inside them is refused (their index must say what produced each file)."""
     notebooks_dir = Path(notebooks_dir or REPO_ROOT / "notebooks").resolve()
     root = notebooks_dir.parent
     notebooks = find_notebooks(notebooks_dir, only)
     profiles = {nb.stem: load_profiles(Path(profiles_dir or root / "profiles"), nb.stem) for nb in notebooks}
     _check_profile(profile, profiles)
-    overrides = build_overrides(
-        profile, device, data_dir,
-        results_dir or root / "results", figures_dir or root / "figures", tables_dir or root / "tables",
-    )
+    check_parameter_names(notebooks, list(parameters or {}))
+    if publish:  # -p figures_dir (relative: against the repository) counts as --figures
+        given = {name: repo_path(value, root) for name, value in (parameters or {}).items()
+                 if name in ("figures_dir", "tables_dir") and value}
+        figures_dir = figures_dir or given.get("figures_dir") or root / "figures"
+        tables_dir = tables_dir or given.get("tables_dir") or root / "tables"
+    overrides = build_overrides(profile, device, data_dir, results_dir, figures_dir, tables_dir, parameters)
+    check_unpublished(overrides, root, publishing=publish)
     return notebooks, profiles, overrides, root
 
 
@@ -318,7 +409,7 @@ def render_index(folder: Path, kind: str) -> None:
     """Write ``<folder>/README.md`` from ``<folder>/index.json``."""
     index = json.loads((folder / "index.json").read_text())
     title = "Figures" if kind == "figure" else "Tables"
-    lines = [f"# {title}", "", f"Regenerated by `./reproduce.sh`; each {kind} with the notebook and profile"
+    lines = [f"# {title}", "", f"Published by `./reproduce.sh --publish`; each {kind} with the notebook and profile"
              " that produced it.", "", f"| {kind} | notebook | profile | hardware | date |", "|---|---|---|---|---|"]
     for name, row in sorted(index.items()):
         lines.append(f"| [{name}]({name}) | {row['notebook']} | {row['profile']} | {row['hardware']} |"
@@ -363,19 +454,22 @@ def _check_profile(profile: str, profiles: dict[str, dict]) -> None:
 def _run_one(
     notebook: Path, entry: dict | None, overrides: dict, out_dir: Path, kernel: str, log_output: bool
 ) -> NotebookRun:
-    """Execute one notebook; any error becomes a FAILED run with a one-line note."""
+    """Execute one notebook; any error becomes a FAILED run with a one-line note.
+
+    Only ``overrides`` are passed (the profile's name among them): the notebook applies its
+    profile entry itself, so ``entry`` serves only to note that there is none."""
     import papermill
 
     output_path = out_dir / notebook.name
     note = "" if entry is not None else f"no {overrides['profile']!r} entry in its profile yaml"
-    parameters = {**(entry or {}), **overrides}
     started = time.perf_counter()
     try:
-        _check_parameters(notebook, parameters)
+        _check_parameters(notebook, {**(entry or {}), **overrides})  # the profile's names too, though not passed
         with _fedlib_importable():
             papermill.execute_notebook(
-                str(notebook), str(output_path), parameters=parameters, kernel_name=kernel,
+                str(notebook), str(output_path), parameters=overrides, kernel_name=kernel,
                 cwd=str(notebook.parent), progress_bar=False, log_output=log_output,
+                extra_arguments=QUIET_KERNEL,
             )
     except Exception as error:  # noqa: BLE001 -- report it and go on with the next notebook
         failure = _describe(error)
@@ -440,12 +534,16 @@ def _fedlib_importable() -> Iterator[None]:
             os.environ["PYTHONPATH"] = previous
 
 
+def format_run(run: NotebookRun, width: int) -> str:
+    """One line: notebook, status, seconds, note."""
+    return f"{run.stem:<{width}}  {run.status:<6}  {run.seconds:7.1f}  {run.note}".rstrip()
+
+
 def format_summary(runs: Sequence[NotebookRun]) -> str:
-    """A plain-text table: notebook, status, seconds, note."""
+    """A plain-text table: notebook, status, seconds, note; the last line counts the failures."""
     width = max([len("notebook")] + [len(run.stem) for run in runs])
     lines = [f"{'notebook':<{width}}  status  seconds  note"]
-    for run in runs:
-        lines.append(f"{run.stem:<{width}}  {run.status:<6}  {run.seconds:7.1f}  {run.note}".rstrip())
+    lines += [format_run(run, width) for run in runs]
     failed = [run.stem for run in runs if not run.ok]
     if failed:
         lines.append(f"{len(failed)} of {len(runs)} notebooks failed: {', '.join(failed)}")
@@ -455,12 +553,62 @@ def format_summary(runs: Sequence[NotebookRun]) -> str:
 
 
 def format_listing(notebooks_dir: Path, profiles_dir: Path, only: str | None = None) -> str:
-    """One line per notebook: its stem and the profiles its yaml defines."""
-    lines = []
+    """Per notebook: its title (the paper's figure or table), then one line per profile with the
+    datasets it reads and the cost note its yaml gives. Reads files only: no torch, nothing runs."""
+    blocks = ["notebook: paper figure or table\n  profile  datasets it reads (digits, synthetic: no files)"
+              "  # cost, as profiles/<notebook>.yaml notes it"]
     for notebook in find_notebooks(notebooks_dir, only):
-        names = list(load_profiles(profiles_dir, notebook.stem))
-        lines.append(f"{notebook.stem}: {', '.join(names) if names else '(no profiles yaml)'}")
-    return "\n".join(lines)
+        profiles = load_profiles(profiles_dir, notebook.stem)
+        notes = _profile_notes(Path(profiles_dir) / f"{notebook.stem}.yaml")
+        defaults = _literal_parameters(notebook)
+        lines = [f"{notebook.stem}: {_title(notebook)}"]
+        width = max([len(name) for name in profiles] + [0])
+        for name, values in profiles.items():
+            data = ", ".join(_datasets({**defaults, **values})) or "-"
+            lines.append(f"  {name:<{width}}  {data}" + (f"  # {notes[name]}" if notes.get(name) else ""))
+        blocks.append("\n".join(lines if profiles else lines + ["  (no profiles yaml)"]))
+    return "\n".join(blocks)
+
+
+def _title(notebook: Path) -> str:
+    """The first markdown heading of ``notebook``, without its '#'."""
+    for cell in json.loads(notebook.read_text(encoding="utf-8")).get("cells", []):
+        if cell["cell_type"] == "markdown":
+            for line in "".join(cell["source"]).splitlines():
+                if line.startswith("#"):
+                    return line.lstrip("#").strip()
+    return "(no title)"
+
+
+def _literal_parameters(notebook: Path) -> dict:
+    """The parameters cell's literal values; empty when the notebook has no such cell."""
+    try:
+        return cell_defaults(notebook)
+    except FedlibError:
+        return {}
+
+
+def _profile_notes(path: Path) -> dict[str, str]:
+    """Profile name -> the comment on its line in the yaml (``quick:  # CPU, ~5 min``)."""
+    if not path.exists():
+        return {}
+    notes = {}
+    for line in path.read_text().splitlines():
+        match = re.match(r"([A-Za-z_][\w-]*):\s*#\s*(.*)$", line)
+        if match:
+            notes[match.group(1)] = match.group(2).strip()
+    return notes
+
+
+def _datasets(value, key: str = "") -> list[str]:
+    """The dataset names in a notebook's parameters: strings held under a key naming a dataset."""
+    if isinstance(value, dict):
+        found = [name for k, v in value.items() for name in _datasets(v, str(k))]
+    elif isinstance(value, (list, tuple)):
+        found = [name for item in value for name in _datasets(item, key)]
+    else:
+        found = [value] if isinstance(value, str) and "dataset" in key else []
+    return list(dict.fromkeys(found))
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -471,14 +619,25 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--profile", default="smoke", help="smoke (CPU, seconds), quick or paper; default smoke")
     parser.add_argument("--only", help="comma-separated notebook names, substrings or globs")
-    parser.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:1, ...; default auto")
+    parser.add_argument("--device", help="auto, cpu, cuda, cuda:1, ...; default the notebook's (auto)")
     parser.add_argument("--data", help="dataset folder (default: the notebook's, i.e. $FEDLIB_DATA or the cache)")
     parser.add_argument("--results", help="results cache folder; default results/")
-    parser.add_argument("--figures", help="where figures are written; default figures/")
-    parser.add_argument("--tables", help="where tables are written; default tables/")
+    parser.add_argument("--figures", help="where figures are written; default output/<profile>/figures "
+                                          "(with --publish: figures/)")
+    parser.add_argument("--tables", help="where tables are written; default output/<profile>/tables "
+                                         "(with --publish: tables/)")
+    parser.add_argument("--publish", action="store_true",
+                        help="write the committed figures/ and tables/ (or --figures/--tables) and record in their "
+                             "index.json the notebook, profile, hardware and date of each file")
+    parser.add_argument("-p", "--parameter", nargs=2, action="append", metavar=("NAME", "VALUE"), dest="parameters",
+                        help="set one notebook parameter, VALUE read as YAML (e.g. -p seeds '[0, 1]'); repeatable; "
+                             "it wins over the profile")
+    parser.add_argument("--verbose", action="store_true", help="stream the cells' output (default: one line per "
+                                                               "notebook)")
     parser.add_argument("--out", help="where executed notebooks go; default output/<profile>/")
     parser.add_argument("--kernel", help="Jupyter kernel; default 'fedlib' if registered, else 'python3'")
-    parser.add_argument("--list", action="store_true", help="list notebooks and their profiles, run nothing")
+    parser.add_argument("--list", action="store_true",
+                        help="list the notebooks: paper figure or table, data and cost of each profile; run nothing")
     parser.add_argument("--plan", action="store_true",
                         help="print the table notebooks' plan (runs, stored, runs whose data are missing here and "
                              "why, estimated CPU- or GPU-hours on --device) and stop; always printed first for "
@@ -497,11 +656,24 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--every-seed", action="store_true",
                         help="dry run: one row per seed too (default: configs that differ only in their seed share "
                              "a row; every seed's partition is drawn over the full data either way)")
+    parser.add_argument("--executor", choices=("serial", "local", "ray"), default="serial",
+                        help="serial: each notebook trains its own runs, one after another (default); local or ray: "
+                             "first train every run the selected table notebooks declare (each distinct run once) "
+                             "on --workers local processes or as Ray tasks, then render the notebooks from the "
+                             "store; --workers N > 1 alone means local")
+    parser.add_argument("--workers", type=int, default=None,
+                        help="runs side by side (default: one per available core; on a Ray cluster, as many as its "
+                             "resources hold), each with its share of the cores")
+    parser.add_argument("--address", help="--executor ray: the Ray cluster to use, 'auto' (the one `ray start` "
+                                          "runs here) or ray://HOST:PORT; default: a local Ray for this call")
+    parser.add_argument("--threads", type=int, help="intra-op CPU threads per run (default: $FEDLIB_THREADS, else "
+                                                    "the available cores / --workers; 1 per run on a Ray cluster)")
     parser.add_argument("--render-only", action="store_true",
                         help="train nothing: every run comes from results/ or the committed reference_results/; "
                              "cells no store holds read 'not run'")
     parser.add_argument("--notebooks-dir", help="notebook folder; default notebooks/ of this checkout")
-    parser.add_argument("--profiles-dir", help="profile yaml folder; default profiles/ beside the notebooks")
+    parser.add_argument("--profiles-dir", help="profile yaml folder for --list, --plan and --dry-run; default "
+                                               "profiles/ beside the notebooks (which the notebooks read)")
     return parser
 
 
@@ -521,10 +693,31 @@ def _dry_run_main(args: argparse.Namespace, notebooks_dir: Path, profiles_dir: P
     return 0 if (frame["status"] == "ok").all() and not (partitions["status"] == "error").any() else 1
 
 
+def _execute_main(args: argparse.Namespace, notebooks_dir: Path, profiles_dir: Path) -> None:
+    """``--executor local|ray`` / ``--workers N``: the declared runs first, on the executor."""
+    if args.workers is not None and args.workers < 1:
+        raise FedlibError(f"--workers must be >= 1, got {args.workers}")
+    executor = "local" if args.executor == "serial" else args.executor
+    if executor == "ray":  # a missing Ray is said before the grids are declared
+        from fedlib.executor import import_ray
+
+        import_ray()
+    execute_declared_runs(args.profile, args.only, executor=executor, workers=args.workers, address=args.address,
+                          threads=args.threads, notebooks_dir=notebooks_dir, profiles_dir=profiles_dir,
+                          device=args.device, data_dir=args.data, results_dir=args.results,
+                          parameters=_parameters(args))
+
+
+def _parameters(args: argparse.Namespace) -> dict | None:
+    """The ``-p NAME VALUE`` parameters of the command line, where this runner has them."""
+    pairs = getattr(args, "parameters", None)
+    return parse_parameters(pairs) if pairs else None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; returns the exit status (0 ok, 1 a notebook or dry-run config failed, 2 bad options)."""
     args = build_parser().parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(message)s")
     if args.render_only:  # inherited by the kernels papermill starts
         os.environ["FEDLIB_RENDER_ONLY"] = "1"
     notebooks_dir = Path(args.notebooks_dir or REPO_ROOT / "notebooks").resolve()
@@ -543,13 +736,18 @@ def main(argv: Sequence[str] | None = None) -> int:
                                    dry_run_csv=args.dry_run_csv)
             from fedlib.plan import format_plan
 
-            print(format_plan(frame, args.profile, args.device))
+            print(format_plan(frame, args.profile, args.device or "auto"))
             return 0
+        if (args.executor != "serial" or (args.workers or 1) > 1) and not args.render_only:
+            _execute_main(args, notebooks_dir, profiles_dir)
+        width = max(len(nb.stem) for nb in find_notebooks(notebooks_dir, args.only))
         runs = run_notebooks(
             args.profile, args.only, notebooks_dir=notebooks_dir, profiles_dir=profiles_dir,
             out_dir=args.out, device=args.device, data_dir=args.data, results_dir=args.results,
             figures_dir=args.figures, tables_dir=args.tables, kernel=args.kernel,
-            show_plan=args.profile == "paper" and not args.render_only,
+            show_plan=args.profile == "paper" and not args.render_only, publish=args.publish,
+            parameters=_parameters(args), log_output=args.verbose,
+            report=lambda run: print(format_run(run, width), flush=True),
         )
     except FedlibError as error:
         print(f"error: {error}", file=sys.stderr)
@@ -557,10 +755,29 @@ def main(argv: Sequence[str] | None = None) -> int:
     except OSError as error:  # an unwritable --out, --results, ...: one line, not a traceback
         print(f"error: {error.strerror or error}: {error.filename or ''}".rstrip(": "), file=sys.stderr)
         return 2
-    print(format_summary(runs))
+    summary = format_summary(runs)
+    print(summary if args.verbose else summary.splitlines()[-1])
     if runs:
-        print(f"executed notebooks in {runs[0].output_path.parent}")
+        print(f"executed notebooks in {_shown(runs[0].output_path.parent)}")
+        print(_written_to(args, notebooks_dir.parent))
     return 0 if all(run.ok for run in runs) else 1
+
+
+def _written_to(args: argparse.Namespace, root: Path) -> str:
+    """Where this run's figures and tables went (the -p folders aside)."""
+    folders = []
+    for kind, given in (("figures", args.figures), ("tables", args.tables)):
+        default = root / kind if args.publish else output_folder(root, args.profile, kind)
+        folders.append(f"{kind} in {_shown(Path(given).resolve() if given else default)}")
+    return ", ".join(folders) + (" (published: index.json updated)" if args.publish else "")
+
+
+def _shown(path: Path) -> str:
+    """``path`` relative to the working directory when inside it."""
+    try:
+        return str(Path(path).resolve().relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
 
 
 if __name__ == "__main__":

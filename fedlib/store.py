@@ -430,6 +430,10 @@ class RunRecord:
             claim.release()
 
 
+class ClaimedError(FedlibError):
+    """The run folder is claimed by another live process (it is training that run now)."""
+
+
 class Claim:
     """An exclusive claim on a run folder: a file created with O_EXCL, naming its holder."""
 
@@ -449,7 +453,7 @@ class Claim:
                 return
             current = _read_claim(self.path)
             if current is not None and not _abandoned(current):
-                raise FedlibError(
+                raise ClaimedError(
                     f"run {self.path.parent.name} is being written by pid {current.get('pid')} on "
                     f"{current.get('host')} (claimed {_age(current)} ago); wait for it, or delete "
                     f"{self.path} if that process is gone")

@@ -10,3 +10,13 @@ def torch_threads():
     previous = torch.get_num_threads()
     yield torch.set_num_threads
     torch.set_num_threads(previous)
+
+
+@pytest.fixture(autouse=True)
+def _torch_threads_unchanged():
+    """A test that changes torch's intra-op threads (an executor's thread budget, for one) hands
+    the next test the setting it found: a run's floating-point results depend on it."""
+    previous = torch.get_num_threads()
+    yield
+    if torch.get_num_threads() != previous:
+        torch.set_num_threads(previous)

@@ -114,4 +114,6 @@ def test_backend_default_comes_from_the_environment(monkeypatch):
     with pytest.raises(FedlibError, match="unknown backend 'gpu'"):
         RunConfig()
     monkeypatch.delenv("FEDLIB_BACKEND")
-    assert RunConfig().backend == "sequential"
+    assert RunConfig().backend == "auto", "the fast path is the default"
+    monkeypatch.setenv("FEDLIB_BACKEND", "")
+    assert RunConfig().backend == "auto", "an empty variable is no choice"

@@ -14,17 +14,20 @@ PARAMETERS_CELL = """\
 profile: str = "smoke"  # which profile of profiles/<stem>.yaml
 device: str = "auto"  # torch device
 data_dir = None  # dataset folder; None: FEDLIB_DATA or the cache
-results_dir: str = "../results"  # results cache
-figures_dir: str = "../figures"  # where figures go
-tables_dir: str = "../tables"  # where tables go
+results_dir: str = "results"  # results cache
+figures_dir = None  # where figures go; None: output/<profile>/figures
+tables_dir = None  # where tables go; None: output/<profile>/tables
 scale: int = 1  # a notebook-specific knob set by the profile
 """
 
 WRITES_ITS_PARAMETERS = """\
 from pathlib import Path
-import fedlib  # the kernel must find this checkout's fedlib
+from fedlib.notebook import apply_profile  # the kernel must find this checkout's fedlib
+apply_profile("fig1_good", globals())
 assert Path.cwd().name == "notebooks", Path.cwd()
+Path(tables_dir).mkdir(parents=True, exist_ok=True)
 Path(tables_dir, "seen.txt").write_text(f"{profile} {device} {scale}")
+Path(tables_dir, "fig1_good.csv").write_text("a,b")
 """
 
 
@@ -57,15 +60,49 @@ def cli(repo: Path, *options: str) -> int:
 
 
 @pytest.mark.notebook
-def test_good_notebook_gets_profile_and_overrides(repo: Path):
+def test_good_notebook_applies_its_profile_and_writes_nothing_committed(repo: Path):
     pytest.importorskip("papermill")
     runs = run_notebooks("quick", "good", notebooks_dir=repo / "notebooks", device="cpu",
                          kernel="python3", log_output=False)
     assert [(run.stem, run.status) for run in runs] == [("fig1_good", "ok")]
-    assert (repo / "tables" / "seen.txt").read_text() == "quick cpu 5"
+    # the notebook applied profiles/fig1_good.yaml itself; its outputs went to the ignored output/
+    assert (repo / "output" / "quick" / "tables" / "seen.txt").read_text() == "quick cpu 5"
+    assert list((repo / "tables").iterdir()) == []
     executed = json.loads((repo / "output" / "quick" / "fig1_good.ipynb").read_text())
     injected = [c for c in executed["cells"] if "injected-parameters" in c["metadata"].get("tags", [])]
-    assert "scale = 5" in "".join(injected[0]["source"])
+    assert "scale" not in "".join(injected[0]["source"]), "the runner passes the profile's name, not its values"
+
+
+@pytest.mark.notebook
+def test_publish_writes_the_committed_folders_and_their_index(repo: Path):
+    pytest.importorskip("papermill")
+    [run] = run_notebooks("quick", "good", notebooks_dir=repo / "notebooks", kernel="python3", log_output=False,
+                          publish=True, parameters={"scale": 9})
+    assert run.ok, run.note
+    assert (repo / "tables" / "seen.txt").read_text() == "quick auto 9"  # -p wins over the profile
+    index = json.loads((repo / "tables" / "index.json").read_text())
+    assert index["fig1_good.csv"]["profile"] == "quick"
+
+
+def test_committed_folder_without_publish_exits_2(repo: Path, capsys):
+    assert cli(repo, "--only", "good", "--tables", str(repo / "tables")) == 2
+    assert cli(repo, "--only", "good", "-p", "figures_dir", "figures/sub") == 2
+    errors = capsys.readouterr().err.strip().splitlines()
+    assert len(errors) == 2 and all("--publish" in line for line in errors)
+
+
+def test_unknown_parameter_name_exits_2_listing_the_parameters(repo: Path, capsys):
+    assert cli(repo, "--only", "good", "-p", "rounds", "3") == 2
+    error = capsys.readouterr().err.strip()
+    assert len(error.splitlines()) == 1
+    assert "fig1_good has no parameter rounds" in error and "scale" in error and "tables_dir" in error
+
+
+def test_bad_yaml_value_and_profile_as_parameter_exit_2(repo: Path, capsys):
+    assert cli(repo, "--only", "good", "-p", "scale", "[1, 2") == 2
+    assert cli(repo, "--only", "good", "-p", "profile", "quick") == 2
+    errors = capsys.readouterr().err.strip().splitlines()
+    assert len(errors) == 2 and "-p scale" in errors[0] and "--profile" in errors[1]
 
 
 @pytest.mark.notebook
@@ -120,12 +157,28 @@ def test_only_matching_nothing_exits_2(repo: Path, capsys):
     assert "fig9*" in capsys.readouterr().err
 
 
-def test_list_prints_profiles_without_running(repo: Path, capsys):
+def test_list_prints_title_data_and_cost_without_running(repo: Path, capsys):
+    (repo / "profiles" / "fig1_good.yaml").write_text(
+        "smoke:  # seconds on a CPU\n  scale: 3\nquick:\n  scale: 5\n  dataset: cifar10\npaper: {scale: 7}\n")
     assert cli(repo, "--list") == 0
-    listing = capsys.readouterr().out
-    assert "fig1_good: smoke, quick, paper" in listing
-    assert "fig2_broken: (no profiles yaml)" in listing
+    listing = capsys.readouterr().out.splitlines()
+    start = listing.index("fig1_good: fig1_good")  # the notebook's first heading
+    assert listing[start + 1].split() == ["smoke", "-", "#", "seconds", "on", "a", "CPU"]
+    assert listing[start + 2].split() == ["quick", "cifar10"]
+    assert listing[start + 3].split() == ["paper", "-"]
+    assert "fig2_broken: fig2_broken" in listing and "  (no profiles yaml)" in listing
     assert not (repo / "output").exists()
+
+
+def test_list_reads_every_real_notebook_without_torch():
+    import subprocess
+    import sys
+
+    code = ("import sys; from fedlib.reproduce import main; main(['--list']); "
+            "assert 'torch' not in sys.modules, 'torch imported'")
+    listing = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert "getting_started: Getting started" in listing
+    assert "  quick  fashion_mnist  # real Fashion-MNIST" in listing
 
 
 def test_malformed_profiles_yaml_is_a_bad_option(repo: Path, capsys):

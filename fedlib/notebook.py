@@ -1,0 +1,261 @@
+"""A notebook's parameters: its profile applied, passed values kept, folders against the repository.
+
+Every notebook starts with a cell tagged ``parameters`` that holds literal defaults. The cell after
+it calls::
+
+    from fedlib.notebook import apply_profile
+    apply_profile("getting_started", globals())
+
+which gives each parameter its value by this precedence, highest first:
+
+1. a value passed explicitly: ``papermill ... -p NAME VALUE`` or ``./reproduce.sh -p NAME VALUE``;
+2. the value of the chosen ``profile`` in ``profiles/<notebook>.yaml``;
+3. the parameters cell's literal.
+
+So ``papermill nb.ipynb out.ipynb -p profile quick``, JupyterLab (``profile = "quick"`` in the
+parameters cell) and ``./reproduce.sh --profile quick`` run the same settings; ``profile = None``
+runs the parameters cell as written. Papermill passes values as a cell of its own, right after the
+parameters cell and starting with ``# Parameters``; that cell, read back from the kernel's input
+history, is what tells a passed value from a default.
+
+Folders (every parameter named ``*_dir``) resolve against the repository, wherever the caller
+stands. ``figures_dir`` and ``tables_dir`` left at None mean ``output/<profile>/figures`` and
+``output/<profile>/tables``, which git ignores; the committed ``figures/`` and ``tables/`` are
+written only by ``./reproduce.sh --publish``, which records what produced each file.
+
+This module imports no torch: ``reproduce.sh --list`` reads profiles through it.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+from pathlib import Path
+
+import yaml
+
+from fedlib.errors import FedlibError, one_of
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+COMMITTED_FOLDERS = ("figures", "tables")  # written only when publishing
+PUBLISH_ENV = "FEDLIB_PUBLISH"  # set by ``reproduce.sh --publish`` for the kernels it starts
+PAPERMILL_CELL = "# Parameters"  # how papermill's injected cell starts
+
+
+def find_root(stem: str) -> Path:
+    """The repository holding ``notebooks/<stem>.ipynb``: the working directory or a folder above
+    it (Jupyter and reproduce.sh run in ``notebooks/``), else the checkout fedlib is imported from."""
+    here = Path.cwd().resolve()
+    for folder in (here, *here.parents, REPO_ROOT):
+        if (folder / "notebooks" / f"{stem}.ipynb").is_file():
+            return folder
+    raise FedlibError(f"notebooks/{stem}.ipynb is neither above {here} nor in {REPO_ROOT}; "
+                      "run it from its repository")
+
+
+def load_profiles(profiles_dir: Path, stem: str) -> dict[str, dict]:
+    """Profile name -> parameters from ``profiles_dir/<stem>.yaml``; empty if there is no file."""
+    path = Path(profiles_dir) / f"{stem}.yaml"
+    if not path.exists():
+        return {}
+    profiles = yaml.safe_load(path.read_text()) or {}
+    if not isinstance(profiles, dict):
+        raise FedlibError(f"{path} must map profile names to parameter mappings; fix the YAML")
+    for name, params in profiles.items():
+        if params is not None and not isinstance(params, dict):
+            raise FedlibError(f"{path}: profile {name!r} must be a mapping of parameters")
+    return {name: dict(params or {}) for name, params in profiles.items()}
+
+
+def profile_values(root: Path, stem: str, profile: str | None) -> dict:
+    """The values ``profiles/<stem>.yaml`` gives under ``profile``; none for profile None or no yaml."""
+    profiles = load_profiles(Path(root) / "profiles", stem)
+    if profile is None or not profiles:
+        return {}
+    if profile not in profiles:
+        raise one_of("profile", profile, profiles)
+    return profiles[profile]
+
+
+def cell_defaults(notebook: Path) -> dict:
+    """Name -> literal value of every assignment in the notebook's cell tagged ``parameters``."""
+    cells = json.loads(Path(notebook).read_text(encoding="utf-8")).get("cells", [])
+    tagged = [c for c in cells if "parameters" in c.get("metadata", {}).get("tags", [])]
+    if not tagged:
+        raise FedlibError(f"{Path(notebook).name} has no code cell tagged 'parameters'")
+    return _assignments("".join(tagged[0]["source"]))
+
+
+def _assignments(source: str) -> dict:
+    """Name -> literal value of each top-level ``name = literal`` in ``source`` (others read as None)."""
+    values = {}
+    for node in ast.parse(source).body:
+        if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for target in (t for t in targets if isinstance(t, ast.Name)):
+                try:
+                    values[target.id] = ast.literal_eval(node.value)
+                except ValueError:
+                    values[target.id] = None
+    return values
+
+
+def parse_value(name: str, value, default=None):
+    """A passed ``value`` as the notebook needs it: a string holding a YAML list or mapping (as
+    ``papermill -p seeds "[0, 1]"`` passes it) becomes that list or mapping.
+
+    Raises :class:`FedlibError`, naming the parameter, for invalid YAML or for a parameter whose
+    ``default`` is a list or mapping given something else.
+    """
+    wants = list if isinstance(default, (list, tuple)) else dict if isinstance(default, dict) else None
+    if not isinstance(value, str) or (wants is None and not value.lstrip().startswith(("[", "{"))):
+        return value
+    example = yaml.safe_dump(default, default_flow_style=True, width=200).strip() if wants else "[0, 1]"
+    try:
+        parsed = yaml.safe_load(value)
+    except yaml.YAMLError as error:
+        problem = str(getattr(error, "problem", None) or "invalid YAML")
+        raise FedlibError(f"parameter {name}: cannot read {value!r} as YAML ({problem}); "
+                          f"write it like {example}") from None
+    if wants is not None and not isinstance(parsed, wants):
+        kind = "a list" if wants is list else "a mapping"
+        raise FedlibError(f"parameter {name} takes {kind} like {example}; got {value!r}")
+    return parsed
+
+
+def output_folder(root: Path, profile: str | None, kind: str) -> Path:
+    """Where a run that is not published writes its ``kind`` (figures or tables): ignored by git."""
+    return Path(root) / "output" / (profile or "custom") / kind
+
+
+def repo_path(path: str | os.PathLike, root: Path) -> Path:
+    """``path`` with ``~`` expanded; a relative path is taken relative to the repository ``root``."""
+    path = Path(path).expanduser()
+    return (path if path.is_absolute() else Path(root) / path).resolve()
+
+
+def resolve_parameters(stem: str, values: dict, passed: dict, root: Path | None = None) -> dict:
+    """The parameters notebook ``stem`` runs with: ``values`` (the parameters cell's), overridden by
+    the chosen profile's, overridden by ``passed``; folders made absolute against the repository.
+
+    The profile is ``passed["profile"]`` if given, else ``values["profile"]``.
+    """
+    root = Path(root) if root is not None else find_root(stem)
+    defaults = cell_defaults(root / "notebooks" / f"{stem}.ipynb")
+    passed = {name: parse_value(name, value, defaults.get(name)) for name, value in passed.items()}
+    profile = passed.get("profile", values.get("profile"))
+    from_profile = profile_values(root, stem, profile)
+    undeclared = sorted(set(from_profile) - set(defaults))
+    if undeclared:
+        raise FedlibError(f"profiles/{stem}.yaml ({profile}) sets {', '.join(undeclared)}, which the parameters "
+                          f"cell of {stem} does not declare")
+    resolved = {**values, **from_profile, **passed}
+    for name, value in resolved.items():
+        if name.endswith("_dir") and value not in (None, ""):
+            resolved[name] = str(repo_path(value, root))
+    for kind in ("figures", "tables"):
+        if f"{kind}_dir" in resolved and resolved[f"{kind}_dir"] in (None, ""):
+            resolved[f"{kind}_dir"] = str(output_folder(root, profile, kind))
+    return resolved
+
+
+def check_unpublished(parameters: dict, root: Path, publishing: bool | None = None) -> None:
+    """Refuse a figures or tables folder inside the committed ``figures/`` or ``tables/`` unless
+    ``publishing`` (None: as ``$FEDLIB_PUBLISH`` says): their index.json must name the profile that
+    produced each file, and only ``./reproduce.sh --publish`` writes it."""
+    if publishing is None:
+        publishing = os.environ.get(PUBLISH_ENV, "") not in ("", "0")
+    if publishing:
+        return
+    for name in ("figures_dir", "tables_dir"):
+        value = parameters.get(name)
+        if not value:
+            continue
+        path = repo_path(value, root)
+        for folder in (Path(root).resolve() / f for f in COMMITTED_FOLDERS):
+            if path == folder or folder in path.parents:
+                raise FedlibError(f"{name} {path} is inside the committed {folder.name}/; write there with "
+                                  f"./reproduce.sh --publish (it records what produced each file), or leave "
+                                  f"{name} at None for output/<profile>/")
+
+
+def passed_names(namespace: dict) -> set[str] | None:
+    """The names papermill passed: those assigned by its injected cell, when that cell ran just
+    before the current one in this kernel. None when ``namespace`` is not an IPython kernel's
+    (a script that executes the cells, as :mod:`fedlib.plan` does, sets every parameter itself)."""
+    shell = _shell()
+    if shell is None or namespace is not shell.user_ns:
+        return None
+    history = shell.history_manager.input_hist_raw
+    previous = history[-2] if len(history) >= 2 else ""
+    return set(_assignments(previous)) if previous.startswith(PAPERMILL_CELL) else set()
+
+
+def apply_profile(stem: str, namespace: dict) -> None:
+    """Give the parameters of notebook ``stem`` in ``namespace`` (the notebook's ``globals()``)
+    their values: passed > profile > parameters cell, folders resolved against the repository.
+
+    Call it in the cell right after the parameters cell. In a kernel it prints what the profile
+    changed, what was passed and where outputs go, and shows fedlib's errors as one line.
+    """
+    _one_line_errors(_shell())
+    root = find_root(stem)
+    names = list(cell_defaults(root / "notebooks" / f"{stem}.ipynb"))
+    values = {name: namespace[name] for name in names if name in namespace}
+    passed = passed_names(namespace)
+    if passed is None:  # a script executing the cells (fedlib.plan) set every parameter and answers for them
+        namespace.update(resolve_parameters(stem, values, values, root))
+        return
+    unknown = sorted(passed - set(names))
+    if unknown:
+        raise FedlibError(f"{stem} has no parameter {', '.join(unknown)}; its parameters: {', '.join(names)}")
+    resolved = resolve_parameters(stem, values, {name: values[name] for name in passed}, root)
+    check_unpublished(resolved, root)
+    namespace.update(resolved)
+    print(describe(stem, values, resolved, passed, root))
+
+
+def describe(stem: str, before: dict, resolved: dict, passed: set[str], root: Path) -> str:
+    """What :func:`apply_profile` did, for the reader: the profile's changes, the passed names and
+    where outputs go."""
+    profile = resolved.get("profile")
+    changed = [n for n in resolved if n not in passed and not n.endswith("_dir") and resolved[n] != before.get(n)]
+    source = f"profile {profile!r} (profiles/{stem}.yaml)" if profile else "no profile (profile = None)"
+    lines = [f"{source} sets {', '.join(changed)}" if changed else f"{source}: the parameters cell as written"]
+    if passed - {"profile"}:
+        lines.append(f"passed with -p, kept over the profile: {', '.join(sorted(passed - {'profile'}))}")
+    where = [f"{kind} -> {_shown(resolved[f'{kind}_dir'], root)}" for kind in ("figures", "tables", "results")
+             if resolved.get(f"{kind}_dir")]
+    if where:
+        lines.append(", ".join(where))
+    return "\n".join(lines)
+
+
+def _shown(path: str, root: Path) -> str:
+    """``path`` relative to the repository when inside it."""
+    try:
+        return str(Path(path).relative_to(Path(root).resolve()))
+    except ValueError:
+        return str(path)
+
+
+def _shell():
+    """The running IPython shell, or None (plain Python, or IPython not installed)."""
+    try:
+        from IPython import get_ipython
+    except ImportError:  # pragma: no cover - IPython comes with the notebook extras
+        return None
+    return get_ipython()
+
+
+def _one_line_errors(shell) -> None:
+    """Show a :class:`FedlibError` raised in a notebook cell as one line, not a traceback."""
+
+    def show(shell, etype, value, tb, tb_offset=None):
+        line = f"{etype.__name__}: {value}"
+        shell._showtraceback(etype, value, [line])  # the error output (and reply) papermill reads
+        return [line]
+
+    if shell is not None and FedlibError not in shell.custom_exceptions:
+        shell.set_custom_exc((FedlibError,), show)

@@ -1,0 +1,84 @@
+"""What one run may use: CPU threads, and a share of a GPU.
+
+A process trains with torch's intra-op threads; the ``threads`` backend turns them into worker
+threads, one client each. Several runs side by side on one machine must split the cores between
+them, or each would start a thread per core and they would all fight for the same cores. The
+budget of one run is the cores this process may use (its CPU affinity: a SLURM allocation or a
+container limit, not the machine's core count) divided by the runs sharing them, at least one;
+``$FEDLIB_THREADS`` (or an explicit ``threads``) overrides it.
+
+On a GPU, small models leave most of the card idle, so several of their runs share one; large
+ones get a whole card (:func:`gpu_share`).
+"""
+
+from __future__ import annotations
+
+import os
+
+THREADS_ENV = "FEDLIB_THREADS"
+# models small enough that several runs share one GPU (each takes this fraction of it)
+SMALL_MODELS = ("mlp", "lenet5", "simple_cnn", "cnn2", "convnet_s")
+SMALL_MODEL_GPU_SHARE = 0.25
+
+
+def available_cores() -> int:
+    """The CPU cores this process may run on (its affinity mask where the OS has one)."""
+    if hasattr(os, "sched_getaffinity"):
+        return max(1, len(os.sched_getaffinity(0)))
+    return max(1, os.cpu_count() or 1)
+
+
+def thread_budget(workers: int = 1, threads: int | None = None) -> int:
+    """Intra-op threads for one of ``workers`` runs sharing this machine: ``threads`` if given,
+    else ``$FEDLIB_THREADS``, else the available cores divided by ``workers`` (at least 1)."""
+    if threads is None:
+        threads = _env_threads()
+    if threads is not None:
+        if threads < 1:
+            from fedlib.errors import FedlibError
+
+            raise FedlibError(f"threads must be >= 1, got {threads}")
+        return threads
+    return max(1, available_cores() // max(1, workers))
+
+
+def set_thread_budget(workers: int = 1, threads: int | None = None) -> int:
+    """Set torch's intra-op threads to :func:`thread_budget`; returns the count set."""
+    import torch
+
+    count = thread_budget(workers, threads)
+    if torch.get_num_threads() != count:
+        torch.set_num_threads(count)
+    return count
+
+
+def cap_threads() -> int:
+    """Lower torch's intra-op threads to the budget of one run when it would oversubscribe the
+    available cores (torch counts the machine's cores, not a container's or SLURM's share);
+    ``$FEDLIB_THREADS`` sets it exactly. A lower count set by the caller is kept."""
+    import torch
+
+    if _env_threads() is not None:
+        return set_thread_budget()
+    budget = thread_budget()
+    if torch.get_num_threads() > budget:
+        torch.set_num_threads(budget)
+    return torch.get_num_threads()
+
+
+def _env_threads() -> int | None:
+    value = os.environ.get(THREADS_ENV, "").strip()
+    if not value:
+        return None
+    try:
+        return int(value)
+    except ValueError:
+        from fedlib.errors import FedlibError
+
+        raise FedlibError(f"${THREADS_ENV} must be a whole number of threads, got {value!r}") from None
+
+
+def gpu_share(model: str) -> float:
+    """The fraction of one GPU a run of ``model`` is given: a quarter for the small models of
+    :data:`SMALL_MODELS` (four share a card), a whole card for the rest."""
+    return SMALL_MODEL_GPU_SHARE if model in SMALL_MODELS else 1.0

@@ -1,0 +1,215 @@
+"""A notebook applies its own profile (fedlib.notebook): papermill, JupyterLab and reproduce.sh
+resolve the same parameters; passed values win; folders resolve against the repository; runs that
+are not published write nothing git tracks."""
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from fedlib.errors import FedlibError
+from fedlib.notebook import (REPO_ROOT, apply_profile, cell_defaults, check_unpublished, load_profiles,
+                             parse_value, resolve_parameters)
+from fedlib.reproduce import _selection, parse_parameters, run_notebooks
+
+NOTEBOOKS = sorted((REPO_ROOT / "notebooks").glob("*.ipynb"))
+each_notebook = pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
+
+
+# ---------------------------------------------------------------- values passed as strings
+def test_yaml_lists_and_mappings_passed_as_strings_are_parsed():
+    assert parse_value("seeds", "[0, 1]", [0]) == [0, 1]
+    assert parse_value("rounds", "{cifar10: 10}", {"digits": 3}) == {"cifar10": 10}
+    assert parse_value("data_dir", "[a]", None) == ["a"]  # looks like a list: read as one
+    assert parse_value("dataset", "cifar10", "digits") == "cifar10"
+    assert parse_value("seeds", [0, 1], [0]) == [0, 1]  # already a list (reproduce.sh, papermill -y)
+
+
+@pytest.mark.parametrize("value", ["0,1", "[0, 1", "3"])
+def test_a_list_parameter_given_no_list_is_one_line_naming_it(value):
+    with pytest.raises(FedlibError) as error:
+        parse_value("seeds", value, [0])
+    message = str(error.value)
+    assert len(message.splitlines()) == 1 and message.startswith("parameter seeds") and "[0]" in message
+
+
+def test_command_line_values_are_yaml():
+    parsed = parse_parameters([("seeds", "[0, 1]"), ("lr", "0.01"), ("weight_decay", "1e-5"), ("rounds", "3"),
+                               ("max_train_samples", "null"), ("method", "fedavg"), ("data_dir", "data/x")])
+    assert parsed == {"seeds": [0, 1], "lr": 0.01, "weight_decay": 1e-5, "rounds": 3, "max_train_samples": None,
+                      "method": "fedavg", "data_dir": "data/x"}
+    with pytest.raises(FedlibError, match="-p seeds"):
+        parse_parameters([("seeds", "[0,")])
+
+
+# ---------------------------------------------------------------- precedence
+def test_passed_beats_profile_beats_the_parameters_cell():
+    cell = cell_defaults(REPO_ROOT / "notebooks" / "getting_started.ipynb")
+    quick = load_profiles(REPO_ROOT / "profiles", "getting_started")["quick"]
+    resolved = resolve_parameters("getting_started", cell, {"profile": "quick", "rounds": 2, "seeds": "[0, 1]"})
+    assert resolved["rounds"] == 2 and resolved["seeds"] == [0, 1]  # passed
+    assert resolved["dataset"] == quick["dataset"] != cell["dataset"]  # the profile
+    assert resolved["beta"] == cell["beta"] and "beta" not in quick  # the parameters cell
+
+
+@each_notebook
+def test_papermill_and_reproduce_resolve_the_same_parameters(path: Path):
+    """`papermill nb.ipynb out.ipynb -p profile P` and `./reproduce.sh --profile P` (what the runner
+    passes) give the notebook identical parameters: the profile's values over the cell's."""
+    cell = cell_defaults(path)
+    for profile, values in load_profiles(REPO_ROOT / "profiles", path.stem).items():
+        via_papermill = resolve_parameters(path.stem, cell, {"profile": profile})
+        runner_passes = _selection(profile, path.stem, None, None, None, None, None, None, None)[2]
+        via_reproduce = resolve_parameters(path.stem, cell, runner_passes)
+        assert via_papermill == via_reproduce
+        for name, value in values.items():
+            assert via_papermill[name] == value, f"{profile}: {name}"
+
+
+def test_an_unknown_profile_is_one_line():
+    cell = cell_defaults(REPO_ROOT / "notebooks" / "getting_started.ipynb")
+    with pytest.raises(FedlibError, match="unknown profile 'huge'; valid profiles: paper, quick, smoke"):
+        resolve_parameters("getting_started", cell, {"profile": "huge"})
+
+
+# ---------------------------------------------------------------- folders
+def test_relative_folders_resolve_against_the_repository_from_any_cwd(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    cell = cell_defaults(REPO_ROOT / "notebooks" / "getting_started.ipynb")
+    resolved = resolve_parameters("getting_started", cell, {"profile": "quick", "data_dir": "data/sets"})
+    assert resolved["results_dir"] == str(REPO_ROOT / "results")
+    assert resolved["data_dir"] == str(REPO_ROOT / "data" / "sets")
+    assert resolved["figures_dir"] == str(REPO_ROOT / "output" / "quick" / "figures")
+    assert resolved["tables_dir"] == str(REPO_ROOT / "output" / "quick" / "tables")
+    absolute = resolve_parameters("getting_started", cell, {"results_dir": str(tmp_path / "r")})
+    assert absolute["results_dir"] == str(tmp_path / "r")
+
+
+def test_committed_folders_need_publishing(monkeypatch):
+    monkeypatch.delenv("FEDLIB_PUBLISH", raising=False)
+    for folder in ("figures", "tables/paper", str(REPO_ROOT / "figures")):
+        with pytest.raises(FedlibError, match="--publish"):
+            check_unpublished({"figures_dir": folder}, REPO_ROOT)
+    check_unpublished({"figures_dir": "output/quick/figures", "tables_dir": None}, REPO_ROOT)
+    check_unpublished({"figures_dir": "figures/paper"}, REPO_ROOT, publishing=True)
+    monkeypatch.setenv("FEDLIB_PUBLISH", "1")  # what reproduce.sh --publish gives its kernels
+    check_unpublished({"figures_dir": "figures"}, REPO_ROOT)
+
+
+def test_outside_a_kernel_the_caller_sets_every_parameter(tmp_path, monkeypatch):
+    """fedlib.plan executes the cells in a plain dict with every parameter set: apply_profile then
+    applies no profile (it cannot tell passed values from defaults) and only resolves folders."""
+    monkeypatch.chdir(tmp_path)
+    namespace = {**cell_defaults(REPO_ROOT / "notebooks" / "getting_started.ipynb"), "profile": "quick"}
+    apply_profile("getting_started", namespace)
+    assert namespace["dataset"] == "digits"
+    assert namespace["figures_dir"] == str(REPO_ROOT / "output" / "quick" / "figures")
+
+
+# ---------------------------------------------------------------- the notebooks themselves
+@each_notebook
+def test_the_cell_after_the_parameters_cell_applies_this_notebooks_profile(path: Path):
+    cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
+    index = next(i for i, c in enumerate(cells) if "parameters" in c["metadata"].get("tags", []))
+    assert f'apply_profile("{path.stem}", globals())' in "".join(cells[index + 1]["source"])
+    cell = cell_defaults(path)
+    assert cell["figures_dir"] is None and cell["tables_dir"] is None, "default to output/<profile>/"
+    assert not Path(cell["results_dir"]).is_absolute() and ".." not in cell["results_dir"]
+
+
+# ---------------------------------------------------------------- executed
+APPLY_AND_DUMP = """\
+import json
+from fedlib.notebook import apply_profile
+apply_profile("fig1_probe", globals())
+names = ["profile", "scale", "seeds", "results_dir", "figures_dir", "tables_dir"]
+with open(dump_to, "w") as handle:
+    json.dump({name: globals()[name] for name in names}, handle)
+"""
+PROBE_PARAMETERS = """\
+profile = "smoke"  # profile
+device = "auto"  # device
+data_dir = None  # data
+results_dir = "results"  # results store
+figures_dir = None  # figures
+tables_dir = None  # tables
+scale = 1  # set by the profile
+seeds = [0]  # a list
+dump_to = "resolved.json"  # where the resolved parameters go
+"""
+
+
+@pytest.fixture
+def probe_repo(tmp_path: Path) -> Path:
+    """A repository with one notebook that writes the parameters it resolved to a JSON file."""
+    nbformat = pytest.importorskip("nbformat")
+    notebook = nbformat.v4.new_notebook()
+    notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    notebook.cells = [nbformat.v4.new_markdown_cell("# probe"),
+                      nbformat.v4.new_code_cell(PROBE_PARAMETERS, metadata={"tags": ["parameters"]}),
+                      nbformat.v4.new_code_cell(APPLY_AND_DUMP)]
+    (tmp_path / "repo" / "notebooks").mkdir(parents=True)
+    nbformat.write(notebook, tmp_path / "repo" / "notebooks" / "fig1_probe.ipynb")
+    (tmp_path / "repo" / "profiles").mkdir()
+    (tmp_path / "repo" / "profiles" / "fig1_probe.yaml").write_text(
+        "smoke: {scale: 3}\nquick: {scale: 5, seeds: [0, 1, 2]}\npaper: {scale: 7}\n")
+    return tmp_path / "repo"
+
+
+@pytest.mark.notebook
+def test_papermill_jupyterlab_and_reproduce_run_with_the_same_parameters(probe_repo: Path, tmp_path: Path):
+    papermill = pytest.importorskip("papermill")
+    nbformat, nbclient = pytest.importorskip("nbformat"), pytest.importorskip("nbclient")
+    notebook = probe_repo / "notebooks" / "fig1_probe.ipynb"
+    # papermill as a user runs it from the repository's root, with a string list as -p gives it
+    papermill.execute_notebook(str(notebook), str(tmp_path / "pm.ipynb"), kernel_name="python3", cwd=str(probe_repo),
+                               parameters={"profile": "quick", "seeds": "[4, 5]", "dump_to": str(tmp_path / "pm.json")},
+                               progress_bar=False)
+    [run] = run_notebooks("quick", "probe", notebooks_dir=probe_repo / "notebooks", kernel="python3",
+                          log_output=False, out_dir=tmp_path / "out",
+                          parameters={"seeds": [4, 5], "dump_to": str(tmp_path / "rp.json")})
+    assert run.ok, run.note
+    # JupyterLab: the reader edits the parameters cell and runs every cell, inside notebooks/
+    edited = nbformat.read(notebook, as_version=4)
+    edited.cells[1].source = edited.cells[1].source.replace('profile = "smoke"', 'profile = "quick"').replace(
+        '"resolved.json"', repr(str(tmp_path / "jl.json")))
+    nbclient.NotebookClient(edited, kernel_name="python3", resources={"metadata": {"path": str(notebook.parent)}}
+                            ).execute()
+    via_papermill, via_reproduce, via_jupyter = (json.loads((tmp_path / f"{name}.json").read_text())
+                                                 for name in ("pm", "rp", "jl"))
+    assert via_papermill == via_reproduce == {**via_jupyter, "seeds": [4, 5]}
+    assert via_jupyter["scale"] == 5 and via_jupyter["seeds"] == [0, 1, 2]  # the quick profile's values
+    assert via_papermill["figures_dir"] == str(probe_repo.resolve() / "output" / "quick" / "figures")
+
+
+@pytest.mark.notebook
+def test_a_passed_bad_list_fails_the_cell_in_one_line(probe_repo: Path, tmp_path: Path):
+    papermill = pytest.importorskip("papermill")
+    with pytest.raises(papermill.PapermillExecutionError) as error:
+        papermill.execute_notebook(str(probe_repo / "notebooks" / "fig1_probe.ipynb"), str(tmp_path / "o.ipynb"),
+                                   kernel_name="python3", cwd=str(probe_repo), parameters={"seeds": "0,1"},
+                                   progress_bar=False)
+    assert error.value.ename == "FedlibError"
+    assert error.value.traceback == [f"FedlibError: {error.value.evalue}"]
+    assert error.value.evalue.startswith("parameter seeds takes a list")
+
+
+@pytest.mark.notebook
+def test_a_smoke_run_leaves_the_checkout_as_it_was(tmp_path: Path):
+    """The README's first command must leave `git status` clean: figures and tables of a run that
+    is not published go to the ignored output/<profile>/."""
+    pytest.importorskip("papermill")
+    if not (REPO_ROOT / ".git").exists():
+        pytest.skip("not a git checkout")
+
+    def status() -> str:
+        return subprocess.run(["git", "status", "--porcelain"], cwd=REPO_ROOT, capture_output=True, text=True,
+                              check=True).stdout
+
+    before = status()
+    [run] = run_notebooks("smoke", "fedvls_fig3_partitions", kernel="python3", log_output=False,
+                          out_dir=tmp_path / "executed", results_dir=tmp_path / "results")
+    assert run.ok, run.note
+    assert status() == before
+    assert (REPO_ROOT / "output" / "smoke" / "figures" / "fedvls_fig3_partitions.png").exists()

@@ -1,0 +1,127 @@
+"""fedlib.plots: the provenance stamp under every saved figure, names in words, legends that
+cover no data, and class shadings told apart."""
+
+from types import SimpleNamespace
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+from matplotlib.colors import to_rgb  # noqa: E402
+
+from fedlib import algorithms, data, models, partition, plots  # noqa: E402
+from fedlib.config import RunConfig  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def _close_figures():
+    plots.use_style()
+    yield
+    plt.close("all")
+
+
+def subset_config(**changes) -> RunConfig:
+    return RunConfig(dataset="fashion_mnist", model="lenet5", max_train_samples=2000, **changes)
+
+
+# ------------------------------------------------------------------ stamp
+def test_provenance_names_profile_data_scale_and_seeds():
+    configs = [subset_config(seed=s) for s in (0, 1, 2)]
+    assert plots.provenance("quick", configs) == "profile quick · Fashion-MNIST, 2,000 train images · seeds 0, 1, 2"
+    full = RunConfig(dataset="cifar10", seed=0)
+    assert plots.provenance("paper", [full]) == "profile paper · CIFAR-10, full data · seed 0"
+
+
+def test_provenance_reads_results_and_mixed_scales():
+    results = [SimpleNamespace(config=subset_config(seed=s, max_test_samples=1000)) for s in range(5)]
+    text = plots.provenance("smoke", results + [RunConfig(dataset="digits", seed=0)])
+    assert text == ("profile smoke · Fashion-MNIST, 2,000 train / 1,000 test images; "
+                    "scikit-learn digits, full data · seeds 0-4")
+    assert plots.data_scale(RunConfig(dataset="mnist", max_test_samples=500)) == "full train set, 500 test images"
+
+
+def test_save_figure_stamps_below_everything_and_keeps_the_stamp_in_the_file(tmp_path):
+    ax = plots.accuracy_curves({"fedavg": [0.1, 0.5, 0.6]})
+    fig = ax.figure
+    [plain_png, _] = plots.save_figure(fig, "plain", tmp_path)
+    assert not [t for t in fig.texts if t.get_text().startswith("profile")], "no stamp without provenance"
+    [stamped_png, pdf] = plots.save_figure(fig, "stamped", tmp_path, profile="quick", runs=[subset_config(seed=0)])
+    stamps = [t.get_text() for t in fig.texts]
+    assert stamps == ["profile quick · Fashion-MNIST, 2,000 train images · seed 0"]
+    renderer = fig.canvas.get_renderer()
+    stamp_box = fig.texts[0].get_window_extent(renderer)
+    assert stamp_box.y1 <= ax.get_tightbbox(renderer).y0, "the stamp sits under the axes and their labels"
+    height = {path.name: plt.imread(path).shape[0] for path in (plain_png, stamped_png)}
+    assert height["stamped.png"] > height["plain.png"], "the saved file includes the stamp"
+    assert pdf.stat().st_size > 0
+
+
+def test_a_second_save_replaces_the_stamp():
+    fig, _ = plt.subplots()
+    plots.stamp_figure(fig, "first")
+    plots.stamp_figure(fig, "second")
+    assert [t.get_text() for t in fig.texts] == ["second"]
+
+
+# ------------------------------------------------------------------ names in words
+def test_display_names_in_words():
+    assert plots.display_names("fashion_mnist", "lenet5") == "Fashion-MNIST, LeNet-5"
+    assert plots.display_name("cifar10") == "CIFAR-10"
+    assert plots.display_name("fedlmd+fedprox") == "FedLMD + FedProx"
+    assert plots.display_name("CE + logit KD") == "CE + logit KD", "free text is left alone"
+    assert plots.display_name("(a) global, FedAvg") == "(a) global, FedAvg"
+    cfg = RunConfig(dataset="mnist", partition="dirichlet", beta=0.05)
+    assert plots.partition_label(cfg) == "Dir(β=0.05)"
+    assert plots.partition_label(cfg.replace(partition="quantity", classes_per_client=2)) == \
+        "quantity skew, 2 classes per client"
+
+
+def test_every_dataset_model_method_and_partition_has_a_display_name():
+    identifiers = [*data.DATASETS, *models.MODELS, *algorithms.method_names(), *partition.PARTITIONS]
+    missing = [name for name in identifiers if name not in plots.DISPLAY_NAMES]
+    assert not missing, f"add {missing} to fedlib.plots.DISPLAY_NAMES"
+
+
+def test_curves_show_method_names_in_words():
+    ax = plots.accuracy_curves({"fedavg": [0.1, 0.2], "fedlmd_tf": [0.2, 0.3]})
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["FedAvg", "FedLMD-Tf"]
+
+
+def test_curve_panels_titles_in_words():
+    rounds = [{"round": r, "accuracy": 0.1 * r} for r in range(3)]
+    results = [SimpleNamespace(config=RunConfig(dataset="fashion_mnist", method=m, partition="dirichlet", beta=0.5),
+                               rounds=rounds) for m in ("fedavg", "fedvls")]
+    fig = plots.curve_panels(results)
+    assert [ax.get_title() for ax in fig.axes] == ["Fashion-MNIST, Dir(β=0.5)"]
+    assert [t.get_text() for t in fig.legends[0].get_texts()] == ["FedAvg", "FedVLS"]
+
+
+# ------------------------------------------------------------------ legends and shadings
+def test_default_legends_sit_outside_the_axes():
+    ax = plots.accuracy_curves({"fedavg": [0.1, 0.9], "fedprox": [0.9, 0.1]})
+    renderer = ax.figure.canvas.get_renderer()
+    assert ax.get_legend().get_window_extent(renderer).x0 >= ax.get_window_extent(renderer).x1
+
+
+def test_shared_legend_replaces_panel_legends_and_sits_below_them():
+    fig, axes = plt.subplots(1, 2)
+    plots.accuracy_curves({"fedavg": [0.1, 0.9]}, ax=axes[0])
+    plots.class_accuracy_bars({"fedavg": [0.5, 0.6]}, ["a", "b"], ax=axes[1], marks={"vacant": [0]})
+    legend = plots.shared_legend(fig)
+    assert all(ax.get_legend() is None for ax in axes)
+    assert [t.get_text() for t in legend.get_texts()] == ["FedAvg", "vacant class"]
+    renderer = fig.canvas.get_renderer()
+    lowest = min(ax.get_tightbbox(renderer).y0 for ax in axes)
+    assert legend.get_window_extent(renderer).y1 <= lowest + 1
+
+
+def test_vacant_and_minority_shadings_are_distinct():
+    ax = plots.class_accuracy_bars({"fedavg": [0.5, 0.6, 0.7]}, ["a", "b", "c"],
+                                   marks={"vacant": [0], "minority": [1]})
+    spans = {p.get_label(): p for p in ax.patches if p.get_label() in ("vacant class", "minority class")}
+    vacant, minority = (np.array(to_rgb(spans[k].get_facecolor()[:3])) for k in ("vacant class", "minority class"))
+    assert np.abs(vacant - minority).sum() > 0.3, "the two shadings must not look alike"
+    assert spans["vacant class"].get_hatch(), "vacant is hatched, so it reads in grey-scale print too"
