@@ -209,3 +209,20 @@ def test_mnist_runs_keep_their_stored_hashes():
 @pytest.mark.parametrize("stem, profile, mnist_eval", sorted(GRID_DIGESTS, key=str))
 def test_every_mnist_and_digits_hash_of_the_fedvls_tables_holds(stem, profile, mnist_eval):
     assert grid_digest(declared(stem, profile, mnist_eval)) == GRID_DIGESTS[stem, profile, mnist_eval]
+
+
+PKD_PRINTED_GROUPS = {"mnist": [[3, 5, 8], [4, 7, 9]], "fashion_mnist": [[0, 6], [2, 4, 6]], "cifar10": [[2, 3, 4, 5]]}
+
+
+@pytest.mark.parametrize("stem", ["pkd_table1_4_class_accuracy", "pkd_table6_7_baselines", "pkd_table9_10_cost"])
+def test_pkd_table_runs_pin_the_groups_the_paper_prints(stem):
+    runs = runs_of(declared(stem), "pkd")
+    assert runs and all(c.method_args["groups"] == PKD_PRINTED_GROUPS[c.dataset] for c in runs)
+    assert all("groups" not in c.method_args for c in runs_of(declared(stem, "quick"), "pkd")), \
+        "the quick profile discovers its groups"
+
+
+def test_the_pkd_figure_pins_the_same_groups_as_the_tables_it_shares_runs_with():
+    parameters = figure_parameters("pkd_fig3_6_9_class_accuracy_rounds")
+    assert parameters["pkd_groups"] == {"fashion_mnist": PKD_PRINTED_GROUPS["fashion_mnist"]}
+    assert figure_parameters("pkd_fig3_6_9_class_accuracy_rounds", "quick")["pkd_groups"] == {}
