@@ -143,12 +143,13 @@ def curves_frame(results: Iterable[RunResult], key: str = "accuracy") -> pd.Data
 
 def mean_std(frame: pd.DataFrame, index: str | list[str], columns: str | list[str] | None,
              value: str) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Mean and standard deviation of ``value`` over seeds, laid out as index x columns."""
+    """Mean and standard deviation of ``value`` over seeds, laid out as index x columns; the std
+    of a cell with one seed is NaN (unknown, not zero), and its text shows the mean alone."""
     keys = [index] if isinstance(index, str) else list(index)
     if columns is not None:
         keys += [columns] if isinstance(columns, str) else list(columns)
     grouped = frame.groupby(keys, sort=False)[value]
-    mean, std = grouped.mean(), grouped.std(ddof=0).fillna(0.0)
+    mean, std = grouped.mean(), grouped.std(ddof=0).where(grouped.count() > 1)
     if columns is None:
         return mean.to_frame(value), std.to_frame(value)
     cols = [columns] if isinstance(columns, str) else list(columns)
@@ -157,7 +158,8 @@ def mean_std(frame: pd.DataFrame, index: str | list[str], columns: str | list[st
 
 def format_mean_std(mean: pd.DataFrame, std: pd.DataFrame, digits: int = 2,
                     mark_best: bool = True) -> pd.DataFrame:
-    """'mean ± std' strings; the best mean of each column is wrapped in ** (Markdown bold)."""
+    """'mean ± std' strings ('mean' where the std is unknown: one seed); the best mean of each
+    column is wrapped in ** (Markdown bold)."""
     text = mean.copy().astype(object)
     for column in mean.columns:
         best = mean[column].max()
@@ -166,7 +168,7 @@ def format_mean_std(mean: pd.DataFrame, std: pd.DataFrame, digits: int = 2,
             if pd.isna(m):
                 text.at[row, column] = "-"
                 continue
-            cell = f"{m:.{digits}f} ± {s:.{digits}f}"
+            cell = f"{m:.{digits}f}" if pd.isna(s) else f"{m:.{digits}f} ± {s:.{digits}f}"
             text.at[row, column] = f"**{cell}**" if mark_best and m == best else cell
     return text
 

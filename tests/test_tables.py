@@ -274,7 +274,7 @@ def test_never_reached_costs_read_never_in_the_layout_and_beside_the_paper():
                           "value": [math.inf, 12.0, 3.0]})
     mean, std, text = tables.paper_layout(frame, "value", mark_best=False)
     assert text.loc["fedavg", ("d", "t=1")] == "never"
-    assert text.loc["focal", ("d", "t=1")] == "3.00 ± 0.00"  # no bold: lower is better here
+    assert text.loc["focal", ("d", "t=1")] == "3.00"  # no bold: lower is better here; one seed: no std
     paper = pd.DataFrame({"method": ["fedavg", "pkd", "focal"], "dataset": ["d"] * 3, "setting": ["t=1"] * 3,
                           "value": [math.inf, math.inf, 2.0], "std": [math.nan] * 3})
     table = tables.side_by_side(tables.compare_with_paper(mean, std, paper))
@@ -327,3 +327,11 @@ def test_a_probe_takes_the_fastest_of_its_one_batch_clients_on_a_stand_in(monkey
     assert options["stand_in"] and options["images_per_client"] == big.batch_size
     assert rate == pytest.approx(2.0 / 50)
     assert timing.images_per_round(big) == 0.1 * 10 * 50000
+
+
+def test_a_cell_of_one_seed_shows_no_std_and_several_seeds_show_theirs():
+    frame = pd.DataFrame({"label": ["a", "a", "b"], "dataset": ["d"] * 3, "setting": ["s"] * 3,
+                          "value": [1.0, 3.0, 5.0]})
+    mean, std, text = tables.paper_layout(frame, "value")
+    assert text.loc["a", ("d", "s")] == "2.00 ± 1.00" and text.loc["b", ("d", "s")] == "**5.00**"
+    assert math.isnan(std.loc["b", ("d", "s")]), "one seed: the std is unknown, not zero"
