@@ -71,9 +71,23 @@ def partition_label(cfg) -> str:
 
 
 # ---------------------------------------------------------------- provenance stamp
+SPLIT_WORDS = {"holdout_10": "90 % of the train set, tested on the held-out 10 %",
+               "pooled_75_25": "train + test pooled, 75/25 split",
+               "pooled_75_25_train_eval": "train + test pooled, 75 % trained and tested on"}
+
+
 def data_scale(cfg) -> str:
     """How much of its dataset a run used: ``"2,000 train images"``, ``"3,000 train / 1,000 test
-    images"`` or ``"full data"``."""
+    images"`` or ``"full data"``; a re-split dataset (``dataset_options["split"]``) says how."""
+    split = (getattr(cfg, "dataset_options", None) or {}).get("split", "standard")
+    scale = _subset_scale(cfg)
+    if split == "standard":
+        return scale
+    words = SPLIT_WORDS.get(split, f"split {split}")
+    return words if scale == "full data" else f"{words}, {scale}"
+
+
+def _subset_scale(cfg) -> str:
     train, test = cfg.max_train_samples, cfg.max_test_samples
     if train and test:
         return f"{train:,} train / {test:,} test images"

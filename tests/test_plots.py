@@ -125,3 +125,11 @@ def test_vacant_and_minority_shadings_are_distinct():
     vacant, minority = (np.array(to_rgb(spans[k].get_facecolor()[:3])) for k in ("vacant class", "minority class"))
     assert np.abs(vacant - minority).sum() > 0.3, "the two shadings must not look alike"
     assert spans["vacant class"].get_hatch(), "vacant is hatched, so it reads in grey-scale print too"
+
+
+def test_a_re_split_dataset_says_how_it_was_split():
+    holdout = RunConfig(dataset="fashion_mnist", dataset_options={"split": "holdout_10"})
+    assert plots.data_scale(holdout) == "90 % of the train set, tested on the held-out 10 %"
+    pooled = RunConfig(dataset="mnist", dataset_options={"split": "pooled_75_25"}, max_train_samples=2000)
+    assert plots.data_scale(pooled) == "train + test pooled, 75/25 split, 2,000 train images"
+    assert plots.data_scale(RunConfig(dataset="mnist")) == "full data"
