@@ -40,7 +40,7 @@ from typing import Iterator, Sequence
 import pandas as pd
 
 from fedlib.config import RunConfig
-from fedlib.errors import FedlibError
+from fedlib.errors import FedlibError, one_line
 
 CSV_COLUMNS = ("hash", "notebooks", "dataset", "model", "method", "partition", "clients", "seeds", "data", "status",
                "error", "rounds", "train_slice", "images", "seconds", "seconds_per_image", "peak_rss_mb",
@@ -353,14 +353,6 @@ def _torch_threads() -> int:
     return torch.get_num_threads()
 
 
-def one_line(error: object) -> str:
-    """An error or warning as one line: its type and the first line of its message."""
-    text = str(error).strip()
-    first = text.splitlines()[0] if text else ""
-    kind = type(error).__name__ if isinstance(error, BaseException) else ""
-    return (f"{kind}: {first}" if kind and first else kind or first)[:200]
-
-
 # ---------------------------------------------------------------------- the CSV
 def read_rows(csv_path: str | os.PathLike) -> dict[str, dict]:
     """The rows of a dry-run CSV by config hash (a hash listed twice: its last row)."""
@@ -511,7 +503,9 @@ def _run_here(todo: list[str], configs: dict, csv_path, jobs: int, timeout_s: fl
 
 def _run_in_workers(todo: list[str], configs: dict, csv_path, jobs: int, timeout_s: float, progress: bool,
                     already: int) -> None:
-    threads = max(1, (os.cpu_count() or 1) // jobs)
+    from fedlib.resources import thread_budget
+
+    threads = thread_budget(jobs)
     workers = [_Worker(threads) for _ in range(min(jobs, len(todo)))]
     queue = list(todo)
     bar = _progress_bar(already + len(todo), already, progress)

@@ -14,3 +14,12 @@ def one_of(kind: str, name: str, valid) -> FedlibError:
     """Build the standard 'unknown X' error listing the valid choices."""
     choices = ", ".join(sorted(valid))
     return FedlibError(f"unknown {kind} {name!r}; valid {kind}s: {choices}")
+
+
+def one_line(error: object) -> str:
+    """An error or warning as one line: its type and the first line of its message (200
+    characters at most), for tables and summaries that report many at once."""
+    text = str(error).strip()
+    first = text.splitlines()[0] if text else ""
+    kind = type(error).__name__ if isinstance(error, BaseException) else ""
+    return (f"{kind}: {first}" if kind and first else kind or first)[:200]

@@ -40,7 +40,7 @@ from typing import Any, Sequence
 
 from fedlib import resources, store
 from fedlib.config import RunConfig
-from fedlib.errors import FedlibError, one_of
+from fedlib.errors import FedlibError, one_line, one_of
 
 EXECUTORS = ("serial", "local", "ray")
 RAY_INSTALL = "pip install -e '.[ray]'"  # the optional extra that brings Ray
@@ -89,7 +89,7 @@ def train_one(config: dict, threads: int) -> dict:
     except store.ClaimedError as exc:
         return {"status": "claimed", "error": str(exc), "worker": worker}
     except Exception as exc:  # noqa: BLE001 - any failure is this run's, reported at the end
-        return {"status": FAILED, "error": _one_line(exc), "worker": worker,
+        return {"status": FAILED, "error": one_line(exc), "worker": worker,
                 "seconds": time.perf_counter() - started}
     if engine.stored_trainings() == before:
         status = ELSEWHERE
@@ -97,11 +97,6 @@ def train_one(config: dict, threads: int) -> dict:
         status = DIVERGED if result.summary.get("diverged") else DONE
     return {"status": status, "seconds": time.perf_counter() - started, "worker": worker,
             "best_accuracy": result.best_accuracy}
-
-
-def _one_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-    return f"{type(exc).__name__}: {text}"[:200] if text else type(exc).__name__
 
 
 # ====================================================================== pools of workers
@@ -298,7 +293,7 @@ class _RayPool:
             try:
                 results.append((cfg, self.ray.get(ref)))
             except self.ray.exceptions.RayError as exc:  # the worker or its node died: give the run again
-                results.append((cfg, {"status": "died", "error": _one_line(exc)}))
+                results.append((cfg, {"status": "died", "error": one_line(exc)}))
         return results
 
     def close(self) -> None:
@@ -332,7 +327,7 @@ def _start_ray(ray, address: str | None, workers: int | None, threads: int, verb
         ray.init(num_cpus=cpus, include_dashboard=False, object_store_memory=200 * 2 ** 20, **quiet)
     except Exception as exc:  # noqa: BLE001 - Ray raises bare Exceptions, e.g. a raylet slow to start
         ray.shutdown()
-        raise FedlibError(f"could not start a local Ray ({_one_line(exc)}); on a busy machine try again, "
+        raise FedlibError(f"could not start a local Ray ({one_line(exc)}); on a busy machine try again, "
                           "or use --executor local") from None
 
 

@@ -20,7 +20,7 @@ from typing import Sequence
 import pandas as pd
 
 from fedlib.config import RunConfig
-from fedlib.errors import FedlibError
+from fedlib.errors import FedlibError, one_line
 
 PARTITION_FIELDS = ("dataset", "dataset_options", "max_train_samples", "partition", "clients", "beta",
                     "shards_per_client", "classes_per_client", "min_client_size", "quantity_split", "seed")
@@ -62,7 +62,7 @@ def check_partitions(configs: dict[str, tuple], csv_path: str | os.PathLike | No
 
 def _check_one(cfg: RunConfig, count: int, notebooks: Sequence[str]) -> dict:
     from fedlib import data, engine
-    from fedlib.dry_run import draw_partition, one_line
+    from fedlib.dry_run import draw_partition
 
     row = {name: getattr(cfg, name) for name in PARTITION_FIELDS}
     row.update(dataset_options=json.dumps(cfg.dataset_options, sort_keys=True), configs=count,
