@@ -29,6 +29,7 @@ from torch.utils.flop_counter import FlopCounterMode
 from benchmarks.naive import naive_round, naive_train_set
 from fedlib import engine
 from fedlib.config import RunConfig
+from fedlib.state import ServerState, build_run_model, sample_clients
 
 WORKLOADS = {
     "a": dict(dataset="cifar10", partition="dirichlet", beta=0.05, clients=10, participation=1.0,
@@ -56,7 +57,7 @@ def workload_config(name: str, fraction: float, device: str) -> RunConfig:
     return cfg
 
 
-def round_runner(cfg: RunConfig, path: str) -> tuple[engine.ServerState, Callable[[], None]]:
+def round_runner(cfg: RunConfig, path: str) -> tuple[ServerState, Callable[[], None]]:
     """A prepared server and a function that runs its next round on ``path``.
 
     ``path`` is naive, sequential, threads or stacked, the fedlib ones optionally followed by ``+cl``
@@ -83,7 +84,7 @@ def round_runner(cfg: RunConfig, path: str) -> tuple[engine.ServerState, Callabl
 def flops_per_image(cfg: RunConfig) -> float:
     """FLOPs of one local training step of the student (forward + backward), per image."""
     dataset = engine.load_run_dataset(cfg)
-    model = engine.build_run_model(cfg, dataset)
+    model = build_run_model(cfg, dataset)
     x = torch.zeros(cfg.batch_size, *dataset.image_shape)
     y = torch.zeros(cfg.batch_size, dtype=torch.long)
     with FlopCounterMode(display=False) as counter:
@@ -107,9 +108,9 @@ def time_path(cfg: RunConfig, path: str, rounds: int, repeat: int, profile: bool
     return report
 
 
-def images_per_round_at(server: engine.ServerState, round_index: int) -> int:
+def images_per_round_at(server: ServerState, round_index: int) -> int:
     cfg = server.cfg
-    clients = engine.sample_clients(cfg.seed, round_index, cfg.clients, cfg.participation)
+    clients = sample_clients(cfg.seed, round_index, cfg.clients, cfg.participation)
     return cfg.local_epochs * sum(server.data.client(k).num_samples for k in clients)
 
 

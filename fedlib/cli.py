@@ -138,9 +138,21 @@ are counted from 1."""
 
 _MAIN_DESCRIPTION = """\
 fedlib run trains one federated experiment (or serves it from the results store); sweep trains a
-grid of them side by side; list, show and export read the store. Accuracies are printed in % and
+grid of them side by side; list, show and export read the store; migrate renames run folders stored
+under an old config hash. Accuracies are printed in % and
 rounds counted from 1; --json prints the store's own values (fractions, 0-based round indices).
 fedlib COMMAND --help describes each command."""
+
+
+_MIGRATE_DESCRIPTION = """\
+Partition settings a scheme does not read (beta on an iid split, classes_per_client on a dirichlet
+one, ...) no longer enter the config hash. A run stored by older code with such a setting off its
+default sits under its old hash: this renames its folder to the new one and updates its
+summary.json. Runs that now share a hash computed the same thing: the finished one (or the one with
+more rounds) keeps it, the others move to .superseded/ in the store. Running it twice changes nothing.
+
+  fedlib migrate                     # ./results (or $FEDLIB_RESULTS)
+  fedlib migrate --reference         # reference_results/, e.g. after merging runs from older code"""
 
 
 _SWEEP_DESCRIPTION = """\
@@ -206,6 +218,13 @@ def _build_parser() -> _Parser:
     export.add_argument("--out", required=True, help="folder for the logs (then: tensorboard --logdir OUT)")
     _add_filters(export)
     sub.add_parser("methods", help="list the registered methods and their arguments")
+    migrate = sub.add_parser("migrate", help="rename run folders stored under their old config hash",
+                             description=_MIGRATE_DESCRIPTION, formatter_class=_HelpFormatter)
+    migrate.add_argument("--results", "--results-dir", dest="results", default=None,
+                         help="results store (default: $FEDLIB_RESULTS, else ./results)")
+    migrate.add_argument("--reference", action="store_true",
+                         help="migrate the reference store ($FEDLIB_REFERENCE, else reference_results/) instead")
+    migrate.add_argument("--dry-run", action="store_true", help="say what would change, change nothing")
     return parser
 
 
@@ -445,6 +464,17 @@ def _cmd_export(ns: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_migrate(ns: argparse.Namespace) -> int:
+    from fedlib import store
+
+    root = (store.reference_root() or store.REFERENCE_RESULTS) if ns.reference else store.results_root(ns.results)
+    if not root.is_dir():
+        raise FedlibError(f"no results store at {root}")
+    lines = store.migrate_hashes(root, dry_run=ns.dry_run).lines()
+    print("\n".join(lines[:-1] + [("dry run, nothing changed: " if ns.dry_run else "") + lines[-1]]))
+    return 0
+
+
 def _cmd_methods(ns: argparse.Namespace) -> int:
     from fedlib.algorithms import get_class, method_names
 
@@ -463,7 +493,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if ns.command == "run":
             return _cmd_run(ns, argv)
         handler = {"sweep": _cmd_sweep, "list": _cmd_list, "show": _cmd_show, "export": _cmd_export,
-                   "methods": _cmd_methods}[ns.command]
+                   "methods": _cmd_methods, "migrate": _cmd_migrate}[ns.command]
         return handler(ns)
     except FedlibError as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -15,6 +15,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
+from fedlib.algorithms import canonical_method, check_method, method_class, resolve_hparams
 from fedlib.errors import FedlibError, one_of
 
 # Bump when a change in fedlib alters what an existing config computes; old results are then
@@ -91,8 +92,6 @@ class RunConfig:
             if value is not None and not isinstance(value, dict):
                 raise FedlibError(f"{name} must be a dict such as {{'mu': 0.01}}, got {value!r}")
         if isinstance(self.method, str):  # one spelling per method, so one hash per computation
-            from fedlib.algorithms import canonical_method
-
             object.__setattr__(self, "method", canonical_method(self.method))
         object.__setattr__(self, "method_args", dict(self.method_args or {}))
         options = {k: v for k, v in (self.dataset_options or {}).items() if (k, v) != ("split", "standard")}
@@ -106,47 +105,33 @@ class RunConfig:
         ``method_args`` enters with every default filled in (the paper's per-dataset values
         included), so leaving an argument at its default and passing the default explicitly are
         one run, and a changed default is a new run rather than a stale store hit.
+
+        Partition settings the scheme does not read (``fedlib.partition.FIELDS_READ``) enter at
+        their dataclass defaults: ``iid`` with beta 0.5 and with beta 0.1 split the data alike, so
+        they are one run. They are replaced rather than dropped so that a config whose unread
+        settings sit at their defaults keeps the hash it had before this rule (most stored runs);
+        one with a non-default unread setting (``classes_per_client=1`` on a dirichlet split) got
+        a new hash, and ``fedlib migrate`` renames its stored folder (``store.migrate_hashes``).
         """
-        values = {k: v for k, v in self.to_dict().items() if k not in LOCATION_FIELDS}
-        # defaults of fields added later stay out, so hashes from before those fields hold
-        if values["precision"] == "fp32":
-            del values["precision"]
-        if not values["dataset_options"]:
-            del values["dataset_options"]
-        for name, default in _LATER_DEFAULTS.items():
-            if values[name] == default:
-                del values[name]
-        values["method_args"] = self.hashed_method_args()
-        revision = self.method_revision()
-        if revision:  # a fixed method: results stored before the fix must not be served
-            values["method_revision"] = revision
-        values["results_version"] = RESULTS_VERSION
-        return values
+        return _hashed_values(self, {**self.to_dict(), **unread_partition_defaults(self.partition)})
 
     def resolved_method_args(self) -> dict[str, Any]:
         """The method's full hyperparameters: defaults <- per-dataset defaults <- method_args."""
-        from fedlib.algorithms import method_class, resolve_hparams
-
         return resolve_hparams(method_class(self.method), self.method_args, self.dataset)
 
     def hashed_method_args(self) -> dict[str, Any]:
         """The resolved arguments minus those at a later-added default (Algorithm.later_defaults)."""
-        from fedlib.algorithms import method_class
-
         later = method_class(self.method).later_defaults
         return {k: v for k, v in sorted(self.resolved_method_args().items())
                 if not (k in later and v == later[k])}
 
     def method_revision(self) -> int:
         """The method's result revision under these arguments (see Algorithm.result_revision)."""
-        from fedlib.algorithms import method_class
-
         return method_class(self.method).result_revision(self.resolved_method_args())
 
     def hash(self) -> str:
         """A stable 12-hex-digit key: same numbers-defining fields, same hash."""
-        text = json.dumps(self.hashed_fields(), sort_keys=True, separators=(",", ":"))
-        return hashlib.sha256(text.encode()).hexdigest()[:12]
+        return _digest(self.hashed_fields())
 
     # ----------------------------------------------------------------- conversion
     def to_dict(self) -> dict[str, Any]:
@@ -183,6 +168,47 @@ class RunConfig:
         return cls.from_dict(yaml.safe_load(text) or {})
 
 
+# --------------------------------------------------------------------- hash helpers
+_FIELD_DEFAULTS = {f.name: f.default for f in dataclasses.fields(RunConfig) if f.default is not dataclasses.MISSING}
+
+
+def unread_partition_defaults(scheme: str) -> dict[str, Any]:
+    """The partition settings ``scheme`` does not read, at their RunConfig defaults."""
+    from fedlib.partition import FIELDS_READ, SCHEME_SETTINGS
+
+    return {name: _FIELD_DEFAULTS[name] for name in SCHEME_SETTINGS if name not in FIELDS_READ[scheme]}
+
+
+def hash_with_unread_settings(cfg: RunConfig) -> str:
+    """``cfg``'s hash under the rule before unread partition settings left it (every setting hashed
+    as given): the folder name a store written by older code holds it under."""
+    return _digest(_hashed_values(cfg, cfg.to_dict()))
+
+
+def _hashed_values(cfg: RunConfig, values: dict[str, Any]) -> dict[str, Any]:
+    """``values`` (cfg's fields) reduced to what defines the numbers (see RunConfig.hashed_fields)."""
+    values = {k: v for k, v in values.items() if k not in LOCATION_FIELDS}
+    # defaults of fields added later stay out, so hashes from before those fields hold
+    if values["precision"] == "fp32":
+        del values["precision"]
+    if not values["dataset_options"]:
+        del values["dataset_options"]
+    for name, default in _LATER_DEFAULTS.items():
+        if values[name] == default:
+            del values[name]
+    values["method_args"] = cfg.hashed_method_args()
+    revision = cfg.method_revision()
+    if revision:  # a fixed method: results stored before the fix must not be served
+        values["method_revision"] = revision
+    values["results_version"] = RESULTS_VERSION
+    return values
+
+
+def _digest(values: dict[str, Any]) -> str:
+    text = json.dumps(values, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
 # --------------------------------------------------------------------- validation
 def _require(condition: bool, message: str) -> None:
     if not condition:
@@ -191,7 +217,7 @@ def _require(condition: bool, message: str) -> None:
 
 def _check_names(cfg: RunConfig) -> None:
     """Unknown dataset / model / method / partition names give one line listing the valid ones."""
-    from fedlib import algorithms, data, models, partition
+    from fedlib import data, models, partition
 
     if cfg.dataset not in data.DATASETS:
         raise one_of("dataset", cfg.dataset, data.DATASETS)
@@ -201,7 +227,7 @@ def _check_names(cfg: RunConfig) -> None:
         raise one_of("partition", cfg.partition, partition.PARTITIONS)
     if cfg.quantity_split not in partition.QUANTITY_SPLITS:
         raise one_of("quantity_split", cfg.quantity_split, partition.QUANTITY_SPLITS)
-    algorithms.check_method(cfg.method, cfg.method_args, cfg.dataset, cfg)
+    check_method(cfg.method, cfg.method_args, cfg.dataset, cfg)
     data.check_dataset_options(cfg.dataset, cfg.dataset_options)
     if cfg.augmentation != "auto":
         from fedlib import augment

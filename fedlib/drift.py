@@ -15,7 +15,7 @@ table; all clients advance one epoch at a time in lockstep so their average can 
 after every epoch. Each client keeps its optimiser (momentum) across epochs, as one long local
 update would.
 
-:func:`local_update` is one ordinary local update (``engine.train_client``) from a stored run's
+:func:`local_update` is one ordinary local update (``client_training.train_client``) from a stored run's
 final global model, under any method, e.g. to compare the features a client learns with CE only
 and with FedCSD's full loss (Fig. 7).
 """
@@ -35,9 +35,11 @@ from torch import nn
 
 from fedlib import metrics, store
 from fedlib.algorithms.base import Algorithm, ClientContext, weighted_average
+from fedlib.client_training import train_client
 from fedlib.config import RunConfig
-from fedlib.engine import RunResult, ServerState, keyed_seed, prepare, train_client
+from fedlib.engine import RunResult, prepare
 from fedlib.errors import FedlibError
+from fedlib.state import ServerState, keyed_seed
 
 # FedCSD Sec. III: the three local objectives of Fig. 1 as (method, method_args).
 # fedavg_kd's loss is CE + beta * tau^2 * KL, the same tau^2 convention as FedCSD's own L_CSD.
@@ -63,7 +65,7 @@ class _Client:
 # ====================================================================== the study
 def drift_study(pretrained: RunResult, epochs: int, variants: dict[str, tuple[str, dict]] | None = None,
                 clients: Sequence[int] | None = None, results_dir: str | os.PathLike | None = None,
-                progress: bool = False) -> pd.DataFrame:
+                progress: bool = True) -> pd.DataFrame:
     """Local training from ``pretrained``'s final global model, measured after every epoch.
 
     The clients, partition, batch size, lr, momentum and weight decay are those of
@@ -71,7 +73,9 @@ def drift_study(pretrained: RunResult, epochs: int, variants: dict[str, tuple[st
     objective (default :data:`FIG1_VARIANTS`). Returns one row per (variant, epoch, model):
     model "local" rows (one per client) and one "average" row (the weighted average of the local
     models), with the columns of :data:`METRICS`; epoch 0 is the global model itself.
-    With ``results_dir`` the table is cached as CSV under ``<results_dir>/drift/``.
+    With ``results_dir`` the table is cached as CSV under ``<results_dir>/drift/``. With
+    ``progress`` (the default, as for ``engine.run``) a bar per variant counts its local epochs;
+    ``progress=False`` is silent.
     """
     variants = dict(FIG1_VARIANTS if variants is None else variants)
     if epochs < 1:
@@ -84,10 +88,8 @@ def drift_study(pretrained: RunResult, epochs: int, variants: dict[str, tuple[st
     global_state = pretrained.global_state()
     frames = []
     for label, (method, method_args) in variants.items():
-        if progress:
-            print(f"drift study: {label} ({epochs} local epochs, {len(clients)} clients)")
         cfg = pretrained.config.replace(method=method, method_args=method_args)
-        frames.append(pd.DataFrame(variant_drift(cfg, global_state, epochs, clients, label)))
+        frames.append(pd.DataFrame(variant_drift(cfg, global_state, epochs, clients, label, progress)))
     frame = pd.concat(frames, ignore_index=True)
     if cache is not None:
         cache.parent.mkdir(parents=True, exist_ok=True)
@@ -96,8 +98,9 @@ def drift_study(pretrained: RunResult, epochs: int, variants: dict[str, tuple[st
 
 
 def variant_drift(cfg: RunConfig, global_state: dict, epochs: int, clients: Sequence[int],
-                  label: str = "") -> list[dict[str, Any]]:
-    """The rows of :func:`drift_study` for one local objective (``cfg.method``)."""
+                  label: str = "", progress: bool = False) -> list[dict[str, Any]]:
+    """The rows of :func:`drift_study` for one local objective (``cfg.method``); with
+    ``progress`` a bar counts the local epochs (every client trained and measured)."""
     server, algorithm = prepare(cfg)
     server.model.load_state_dict(global_state)
     server.round_clients = list(clients)
@@ -105,17 +108,20 @@ def variant_drift(cfg: RunConfig, global_state: dict, epochs: int, clients: Sequ
     local_clients = [_start_client(server, algorithm, k) for k in clients]
     scratch = server.new_model()
     rows = []
-    for epoch in range(epochs + 1):
-        if epoch > 0:
+    with _progress_bar(label or cfg.method, epochs, len(clients), progress) as bar:
+        for epoch in range(epochs + 1):
+            if epoch > 0:
+                for client in local_clients:
+                    _train_one_epoch(algorithm, client, cfg.batch_size)
             for client in local_clients:
-                _train_one_epoch(algorithm, client, cfg.batch_size)
-        for client in local_clients:
-            row = _measure(client.model, server, test_reference, client.ctx)
-            rows.append({"variant": label, "epoch": epoch, "model": "local", "client": client.client_id, **row})
-        scratch.load_state_dict(weighted_average([c.model.state_dict() for c in local_clients],
-                                                 [c.ctx.num_samples for c in local_clients]))
-        row = _measure(scratch, server, test_reference, None)
-        rows.append({"variant": label, "epoch": epoch, "model": "average", "client": -1, **row})
+                row = _measure(client.model, server, test_reference, client.ctx)
+                rows.append({"variant": label, "epoch": epoch, "model": "local", "client": client.client_id, **row})
+            scratch.load_state_dict(weighted_average([c.model.state_dict() for c in local_clients],
+                                                     [c.ctx.num_samples for c in local_clients]))
+            row = _measure(scratch, server, test_reference, None)
+            rows.append({"variant": label, "epoch": epoch, "model": "average", "client": -1, **row})
+            if epoch > 0:
+                bar.update(1)
     return rows
 
 
@@ -159,6 +165,14 @@ def local_update(pretrained: RunResult, client_id: int, method: str | None = Non
 
 
 # ====================================================================== helpers
+def _progress_bar(label: str, epochs: int, num_clients: int, enabled: bool):
+    """The bar of one variant: local epochs done of ``epochs`` (the engine's bar style)."""
+    from tqdm.auto import tqdm
+
+    desc = f"drift: {label} ({num_clients} client{'s' if num_clients != 1 else ''})"
+    return tqdm(total=epochs, desc=desc, unit="epoch", disable=not enabled, leave=False)
+
+
 def _warn_dropped_client_state(cfg: RunConfig, dropped: list[str]) -> None:
     """A finished run keeps no per-client state: the update starts the client as a newcomer."""
     if dropped:

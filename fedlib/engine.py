@@ -1,14 +1,11 @@
 """The federated loop: sample clients, train them locally, aggregate, evaluate, checkpoint.
 
-The engine knows nothing about any particular method; it calls the hooks of
-:class:`fedlib.algorithms.base.Algorithm`. All randomness is keyed, not streamed:
-
-- the clients of round r come from a generator seeded by (seed, r), so every method sees the same
-  client sequence;
-- client k's data order, augmentation and dropout in round r come from (seed, r, k);
-
-so a run resumed from its round-r checkpoint continues exactly as an uninterrupted run would.
-Data stays on the run's device as uint8; batches are indexed, augmented and normalised there.
+The top floor. The engine knows nothing about any particular method; it calls the hooks of
+:class:`fedlib.algorithms.base.Algorithm`, trains the round's clients on the config's backend
+(:mod:`fedlib.client_training` one after another, :mod:`fedlib.threaded`, :mod:`fedlib.stacked`)
+and keeps the run in the results store (:mod:`fedlib.store`), resuming from its checkpoint.
+Its state and randomness are those of :mod:`fedlib.state`: every client of round r sees the
+same seeds whether the run was interrupted or not.
 """
 
 from __future__ import annotations
@@ -18,26 +15,26 @@ import math
 import os
 import sys
 import time
-from dataclasses import dataclass, field
-from typing import Any, Iterator
+from dataclasses import dataclass
+from typing import Any, Sequence
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from fedlib import __version__, store
+from fedlib import __version__, stacked, store, threaded
 from fedlib.algorithms import build_algorithm, method_class
-from fedlib.algorithms.base import Algorithm, ClientContext, ClientUpdate
-from fedlib.augment import AugmentSpec, augment_spec, default_augmentation, prepare_batch
+from fedlib.algorithms.base import Algorithm, ClientUpdate, Observer, notify
+from fedlib.augment import augment_spec, default_augmentation
+from fedlib.client_training import train_client
 from fedlib.config import RunConfig
 from fedlib.data import Dataset, apply_split, load_dataset, split_option
 from fedlib.errors import FedlibError
-from fedlib.models import build_model
-from fedlib.partition import Partition, make_partition
+from fedlib.partition import make_partition
+from fedlib.state import FederatedData, ServerState, build_run_model, sample_clients
 
 
-# ====================================================================== devices and seeds
+# ====================================================================== devices and data
 def resolve_device(name: str = "auto") -> torch.device:
     """'auto' -> cuda when available, else cpu; a CUDA request without CUDA is a clear error."""
     if name == "auto":
@@ -49,21 +46,6 @@ def resolve_device(name: str = "auto") -> torch.device:
     return torch.device(name)
 
 
-def keyed_seed(*keys: int) -> int:
-    """A 63-bit seed derived from a tuple of integers (seed, round, client, ...)."""
-    return int(np.random.SeedSequence([int(k) for k in keys]).generate_state(2, np.uint64)[0] >> np.uint64(1))
-
-
-def sample_clients(seed: int, round_index: int, num_clients: int, participation: float) -> list[int]:
-    """The clients of one round: ceil-free rounding of participation * K, at least one, sorted."""
-    count = max(1, int(round(participation * num_clients)))
-    if count >= num_clients:
-        return list(range(num_clients))
-    rng = np.random.default_rng([seed, round_index])
-    return sorted(int(k) for k in rng.choice(num_clients, size=count, replace=False))
-
-
-# ====================================================================== data on the device
 _DATASET_CACHE: dict[tuple, Dataset] = {}
 
 
@@ -80,132 +62,6 @@ def load_run_dataset(cfg: RunConfig) -> Dataset:
             dataset = dataset.subset(cfg.max_train_samples, cfg.max_test_samples, seed=cfg.seed)
         _DATASET_CACHE[key] = dataset
     return _DATASET_CACHE[key]
-
-
-class FederatedData:
-    """The dataset on the run's device plus the partition of its training set."""
-
-    def __init__(self, dataset: Dataset, partition: Partition, augmentation: AugmentSpec | None,
-                 device: torch.device, memory_format: torch.memory_format = torch.contiguous_format,
-                 drop_last: bool = False):
-        self.dataset = dataset
-        self.drop_last = drop_last  # clients' training epochs skip their last partial batch
-        self.memory_format = memory_format  # of every batch handed to a model
-        self.partition = partition
-        self.augmentation = augmentation
-        self.device = device
-        self.train_x = dataset.train_x.to(device)
-        self.train_y = dataset.train_y.to(device)
-        self.test_x = dataset.test_x.to(device)
-        self.test_y = dataset.test_y.to(device)
-        self.num_classes = dataset.num_classes
-
-    def client(self, client_id: int) -> "ClientData":
-        indices = torch.as_tensor(self.partition.client_indices[client_id], dtype=torch.long, device=self.device)
-        counts = torch.as_tensor(self.partition.counts[client_id], dtype=torch.float32, device=self.device)
-        return ClientData(self, indices, counts, drop_last=self.drop_last)
-
-    def normalise(self, x_uint8: Tensor, generator: torch.Generator | None = None, train: bool = False) -> Tensor:
-        spec = self.augmentation if train else None
-        x = prepare_batch(x_uint8, self.dataset.mean, self.dataset.std, spec, generator)
-        return x.contiguous(memory_format=self.memory_format) if x.dim() == 4 else x
-
-    def test_batches(self, batch_size: int = 1000) -> Iterator[tuple[Tensor, Tensor]]:
-        for start in range(0, len(self.test_y), batch_size):
-            x = self.test_x[start:start + batch_size]
-            yield self.normalise(x), self.test_y[start:start + batch_size]
-
-
-@dataclass
-class ClientData:
-    """One client's slice of the training set."""
-
-    data: FederatedData
-    indices: Tensor  # (n_k,) indices into the training set, on the device
-    class_counts: Tensor  # (C,) float
-    drop_last: bool = False  # skip each epoch's last partial batch, as torch's DataLoader(drop_last=True)
-
-    @property
-    def num_samples(self) -> int:
-        return int(self.indices.numel())
-
-    def steps_per_epoch(self, batch_size: int) -> int:
-        """Mini-batches per epoch: ceil(n/B), or floor(n/B) with ``drop_last``."""
-        if self.drop_last:
-            return self.num_samples // batch_size
-        return math.ceil(self.num_samples / batch_size)
-
-    def train_batches(self, batch_size: int, epochs: int, generator: torch.Generator) -> Iterator[tuple[Tensor, Tensor]]:
-        """Shuffled, augmented mini-batches; the last batch of an epoch may be smaller (or is
-        dropped with ``drop_last``)."""
-        for _ in range(epochs):
-            order = self.indices[torch.randperm(self.num_samples, generator=generator, device=generator.device)]
-            for start in range(0, self.steps_per_epoch(batch_size) * batch_size, batch_size):
-                idx = order[start:start + batch_size]
-                x = self.data.normalise(self.data.train_x[idx], generator, train=True)
-                yield x, self.data.train_y[idx]
-
-    def eval_batches(self, batch_size: int = 500) -> Iterator[tuple[Tensor, Tensor]]:
-        """The local data in a fixed order, normalised but not augmented."""
-        for start in range(0, self.num_samples, batch_size):
-            idx = self.indices[start:start + batch_size]
-            yield self.data.normalise(self.data.train_x[idx]), self.data.train_y[idx]
-
-
-# ====================================================================== server state
-@dataclass
-class ServerState:
-    """What the server holds between rounds.
-
-    Methods keep their state in exactly two places. ``extras`` is what an exact resume needs
-    (saved in every checkpoint). ``cache`` is what can be rebuilt from the global model and
-    ``extras`` (teachers' modules, per-round totals, scratch models): never checkpointed, and
-    never anything a resumed run would compute differently. Nothing lives on ``Algorithm``
-    instances or elsewhere on the server.
-
-    Per-client state lives in *client tables*: dicts keyed by client id (int) holding tensors,
-    anywhere in ``extras`` (``extras["scaffold_c_clients"][k]``). The store writes them one file
-    per client and rewrites a client's file only when its entry changed: replace the entry, or
-    change its tensors in place (version counters see that), never through ``.data``. A finished
-    run keeps only ``model`` and the rest of ``extras`` (its client tables come back empty).
-    """
-
-    cfg: RunConfig
-    model: nn.Module  # the global model
-    data: FederatedData
-    device: torch.device
-    round: int = 0
-    extras: dict[str, Any] = field(default_factory=dict)
-    hparams: dict[str, Any] = field(default_factory=dict)  # the method's resolved hyperparameters
-    round_clients: list[int] = field(default_factory=list)  # the clients sampled this round
-    cache: dict[str, Any] = field(default_factory=dict, repr=False)  # rebuildable, not checkpointed
-
-    @property
-    def num_classes(self) -> int:
-        return self.data.num_classes
-
-    @property
-    def autocast_dtype(self) -> torch.dtype | None:
-        """The dtype of the local forward passes under autocast (None: plain fp32)."""
-        return torch.bfloat16 if self.cfg.precision == "bf16" else None
-
-    def local_model(self) -> nn.Module:
-        """One reusable local model loaded with the global state (no deep copy per client)."""
-        scratch = self.cache.get("scratch_model")
-        if scratch is None:
-            scratch = self.cache["scratch_model"] = self.new_model()
-        scratch.load_state_dict(self.model.state_dict())
-        return scratch
-
-    def new_model(self, num_classes: int | None = None) -> nn.Module:
-        """A fresh model of the run's architecture (e.g. for teachers or PKD's experts)."""
-        model = build_run_model(self.cfg, self.data.dataset, num_classes)
-        return model.to(self.device, memory_format=self.data.memory_format)
-
-
-def build_run_model(cfg: RunConfig, dataset: Dataset, num_classes: int | None = None) -> nn.Module:
-    channels, height, _ = dataset.image_shape
-    return build_model(cfg.model, num_classes or dataset.num_classes, in_channels=channels, image_size=height)
 
 
 # ====================================================================== evaluation
@@ -250,55 +106,7 @@ def _group_accuracy(hits: Tensor, groups: Tensor, count: int) -> list[float]:
     return (correct / total.clamp_min(1)).tolist()
 
 
-# ====================================================================== local training
-def train_client(server: ServerState, algorithm: Algorithm, client_id: int, lr: float,
-                 hooks: list = ()) -> ClientUpdate:
-    """Train one client from the current global model; the sequential reference path."""
-    ctx, batches = client_setup(server, algorithm, client_id, lr)
-    model = server.local_model()
-    update = fit_client(server, algorithm, ctx, batches, model)
-    for hook in hooks:
-        _call(hook, "on_client_end", server, ctx, model, update)
-    return update
-
-
-def client_setup(server: ServerState, algorithm: Algorithm, client_id: int, lr: float
-                 ) -> tuple[ClientContext, Iterator[tuple[Tensor, Tensor]]]:
-    """A client's context (the method's ``client_context`` applied) and its batches, seeded by
-    (seed, round, client); the global RNG too, for dropout."""
-    cfg = server.cfg
-    seed = keyed_seed(cfg.seed, server.round, client_id)
-    torch.manual_seed(seed)
-    generator = torch.Generator(device=server.device).manual_seed(seed)
-    client = server.data.client(client_id)
-    ctx = ClientContext(client_id=client_id, round=server.round, class_counts=client.class_counts,
-                        num_samples=client.num_samples, data=client, lr=lr, autocast_dtype=server.autocast_dtype)
-    algorithm.client_context(server, ctx)
-    return ctx, client.train_batches(cfg.batch_size, cfg.local_epochs, generator)
-
-
-def fit_client(server: ServerState, algorithm: Algorithm, ctx: ClientContext,
-               batches: Iterator[tuple[Tensor, Tensor]], model: nn.Module) -> ClientUpdate:
-    """Local training of one client on ``model`` (holding the global state) and its upload."""
-    cfg = server.cfg
-    optimizer = algorithm.make_optimizer(model, ctx.lr, cfg.momentum, cfg.weight_decay, ctx)
-    model.train()
-    steps = 0
-    for x, y in batches:
-        algorithm.train_step(model, optimizer, x, y, ctx)
-        steps += 1
-    update = ClientUpdate(ctx.client_id, {k: v.detach().clone() for k, v in model.state_dict().items()},
-                          ctx.num_samples, steps, metrics=dict(ctx.metrics))
-    algorithm.client_upload(model, ctx, update)
-    return update
-
-
-def _call(hook: Any, name: str, *args: Any) -> None:
-    method = getattr(hook, name, None)
-    if method is not None:
-        method(*args)
-
-
+# ====================================================================== one round
 def local_work(updates: list[ClientUpdate], local_epochs: int) -> dict[str, int]:
     """The local training a round did, counted over its clients: ``local_steps`` (optimiser steps
     taken) and ``local_samples`` (forward + backward sample passes: each client walks its n_k
@@ -308,30 +116,25 @@ def local_work(updates: list[ClientUpdate], local_epochs: int) -> dict[str, int]
 
 
 def _train_clients(server: ServerState, algorithm: Algorithm, clients: list[int], lr: float,
-                   hooks: list) -> list[ClientUpdate]:
+                   hooks: Sequence[Observer]) -> list[ClientUpdate]:
     """The round's local training on the config's backend ("auto": threads on a CPU, stacked on
     a GPU); the fast paths fall back to the sequential one inside."""
     backend = server.cfg.backend
     if backend == "auto":
         backend = "threads" if server.device.type == "cpu" else "stacked"
     if backend == "threads":
-        from fedlib import threaded
-
         return threaded.train_round(server, algorithm, clients, lr, hooks)
     if backend == "stacked":
-        from fedlib import stacked
-
         return stacked.train_round(server, algorithm, clients, lr, hooks)
     return [train_client(server, algorithm, k, lr, hooks) for k in clients]
 
 
-def run_round(server: ServerState, algorithm: Algorithm, hooks: list = ()) -> dict[str, Any]:
+def run_round(server: ServerState, algorithm: Algorithm, hooks: Sequence[Observer] = ()) -> dict[str, Any]:
     """One communication round; returns the round's training-side metrics."""
     cfg = server.cfg
     clients = sample_clients(cfg.seed, server.round, cfg.clients, cfg.participation)
     server.round_clients = clients
-    for hook in hooks:
-        _call(hook, "on_round_start", server, clients)
+    notify(hooks, "on_round_start", server, clients)
     lr = cfg.lr * cfg.lr_decay ** server.round
     updates = _train_clients(server, algorithm, clients, lr, hooks)
     server.model.load_state_dict(algorithm.aggregate(server, updates))
@@ -339,8 +142,7 @@ def run_round(server: ServerState, algorithm: Algorithm, hooks: list = ()) -> di
     metrics = {"round": server.round, "clients": clients, "lr": lr}
     metrics.update(local_work(updates, cfg.local_epochs))
     metrics.update(algorithm.round_metrics(server, updates))
-    for hook in hooks:
-        _call(hook, "on_round_end", server, updates, metrics)
+    notify(hooks, "on_round_end", server, updates, metrics)
     return metrics
 
 
@@ -399,7 +201,7 @@ class RunResult:
         concatenated encoders and head: its ``eval_model``), the server is rebuilt from the
         checkpoint and that predictor is returned.
         """
-        if not hasattr(method_class(self.config.method), "eval_model"):
+        if method_class(self.config.method).hook_owner("eval_model") is None:
             dataset = load_run_dataset(self.config)
             model = build_run_model(self.config, dataset)
             model.load_state_dict(self.global_state())
@@ -433,9 +235,9 @@ def prepare(cfg: RunConfig) -> tuple[ServerState, Algorithm]:
 
 
 def predictor(algorithm: Algorithm, server: ServerState) -> nn.Module:
-    """The network a run evaluates: the method's ``eval_model`` where it has one (FedEXP's averaged
-    model, FedConcat's concatenated encoders), else the global model."""
-    return algorithm.eval_model(server) if hasattr(algorithm, "eval_model") else server.model
+    """The network a run evaluates: the method's ``eval_model`` (the global model unless the method
+    says otherwise, e.g. FedEXP's averaged model, FedConcat's concatenated encoders)."""
+    return algorithm.eval_model(server)
 
 
 def _evaluate_round(server: ServerState, algorithm: Algorithm, metrics: dict) -> None:
@@ -511,7 +313,7 @@ def _to_device(value: Any, device: torch.device) -> Any:
     return value
 
 
-def run(cfg: RunConfig, *, hooks: list = (), progress: bool = True, use_store: bool = True,
+def run(cfg: RunConfig, *, hooks: Sequence[Observer] = (), progress: bool = True, use_store: bool = True,
         results_dir: str | os.PathLike | None = None, stop_after: int | None = None) -> RunResult:
     """Run ``cfg`` (or return it from the store when it is already complete).
 
@@ -566,7 +368,7 @@ def render_only() -> bool:
     return os.environ.get("FEDLIB_RENDER_ONLY", "") not in ("", "0")
 
 
-def _train(cfg: RunConfig, record: store.RunRecord | None, claim, hooks: list, progress: bool,
+def _train(cfg: RunConfig, record: store.RunRecord | None, claim, hooks: Sequence[Observer], progress: bool,
            stop_after: int | None) -> RunResult:
     """Train from round 0 or from the record's last checkpoint, and store the summary."""
     server, algorithm = prepare(cfg)

@@ -1,14 +1,14 @@
-"""Grids of runs for notebooks: declare configs, run only what the store lacks, tabulate.
+"""Running a grid of runs and tabulating the results: run only what the store lacks.
 
-A notebook describes its experiment as a list of :class:`RunConfig` (usually with :func:`grid`),
-calls :func:`run_all`, and turns the results into a DataFrame with :func:`results_frame`.
+A notebook gets its experiment as a list of :class:`RunConfig` (a table notebook from
+:mod:`fedlib.grids`; :func:`grid` combines field values), calls :func:`run_all`, and turns the
+results into a DataFrame with :func:`results_frame`; :mod:`fedlib.report` shows and saves it.
 """
 
 from __future__ import annotations
 
 import itertools
 import os
-from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 import numpy as np
@@ -36,8 +36,9 @@ def grid(base: RunConfig, **axes: Sequence[Any]) -> list[RunConfig]:
     return configs
 
 
-def plan(configs: Iterable[RunConfig], results_dir: str | os.PathLike | None = None) -> dict[str, int]:
-    """How many of ``configs`` are distinct, and how many of those are already stored."""
+def _count(configs: Iterable[RunConfig], results_dir: str | os.PathLike | None = None) -> dict[str, int]:
+    """How many of ``configs`` are distinct, and how many of those are already stored (the
+    notebook's plan with hours is :func:`fedlib.report.describe_plan`)."""
     unique = {c.hash(): c for c in configs}
     stored = sum(store.is_stored(c, results_dir) for c in unique.values())
     return {"runs": len(unique), "stored": stored, "to_run": len(unique) - stored}
@@ -65,7 +66,7 @@ def run_all(configs: Sequence[RunConfig], results_dir: str | os.PathLike | None 
         executor = "local"
     if executor != "serial" and not render_only():
         _execute(configs, results_dir, progress, executor, workers, address, threads)
-    todo = plan(configs, results_dir)
+    todo = _count(configs, results_dir)
     if progress and todo["to_run"]:
         print(f"{todo['runs']} runs, {todo['stored']} already stored, {todo['to_run']} to run")
     results, missing = [], 0
@@ -171,23 +172,3 @@ def format_mean_std(mean: pd.DataFrame, std: pd.DataFrame, digits: int = 2,
             cell = f"{m:.{digits}f}" if pd.isna(s) else f"{m:.{digits}f} ± {s:.{digits}f}"
             text.at[row, column] = f"**{cell}**" if mark_best and m == best else cell
     return text
-
-
-def save_table(frame: pd.DataFrame, name: str, tables_dir: str | os.PathLike = "tables") -> list[Path]:
-    """Write ``frame`` as ``<tables_dir>/<name>.csv`` and ``.md``; returns both paths."""
-    folder = Path(tables_dir)
-    folder.mkdir(parents=True, exist_ok=True)
-    csv_path, md_path = folder / f"{name}.csv", folder / f"{name}.md"
-    frame.to_csv(csv_path)
-    md_path.write_text(_markdown(frame) + "\n")
-    return [csv_path, md_path]
-
-
-def _markdown(frame: pd.DataFrame) -> str:
-    """A GitHub Markdown table (without needing the optional 'tabulate' package)."""
-    flat = frame.reset_index()
-    header = [str(c) if not isinstance(c, tuple) else " / ".join(map(str, c)) for c in flat.columns]
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    for _, row in flat.iterrows():
-        lines.append("| " + " | ".join("" if pd.isna(v) else str(v) for v in row.tolist()) + " |")
-    return "\n".join(lines)

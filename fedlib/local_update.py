@@ -9,7 +9,7 @@ method's local objective, then measure on the test set
 - the class-wise accuracy of the model the server aggregates from those local models.
 
 Any registered method name works; the local training, the aggregation rule and the evaluation
-are the engine's own (:func:`fedlib.engine.train_client`, the method's ``aggregate``).
+are the engine's own (:func:`fedlib.client_training.train_client`, the method's ``aggregate``).
 """
 
 from __future__ import annotations
@@ -21,9 +21,11 @@ import torch
 from torch import nn
 
 from fedlib import metrics
+from fedlib.client_training import train_client
 from fedlib.config import RunConfig
-from fedlib.engine import FederatedData, prepare, train_client
+from fedlib.engine import prepare
 from fedlib.errors import FedlibError
+from fedlib.state import FederatedData
 
 
 @dataclass

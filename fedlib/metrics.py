@@ -1,6 +1,6 @@
 """Analysis helpers: what a model predicts per class, and how far two models have drifted.
 
-All functions take a model and tensors (or a :class:`fedlib.engine.FederatedData`) and return
+All functions take a model and tensors (or a :class:`fedlib.state.FederatedData`) and return
 numpy arrays, so notebooks can plot them directly.
 """
 

@@ -183,7 +183,7 @@ def check_unpublished(parameters: dict, root: Path, publishing: bool | None = No
 def passed_names(namespace: dict) -> set[str] | None:
     """The names papermill passed: those assigned by its injected cell, when that cell ran just
     before the current one in this kernel. None when ``namespace`` is not an IPython kernel's
-    (a script that executes the cells, as :mod:`fedlib.plan` does, sets every parameter itself)."""
+    (a script that executes the cells sets every parameter itself)."""
     shell = _shell()
     if shell is None or namespace is not shell.user_ns:
         return None
@@ -192,9 +192,10 @@ def passed_names(namespace: dict) -> set[str] | None:
     return set(_assignments(previous)) if previous.startswith(PAPERMILL_CELL) else set()
 
 
-def apply_profile(stem: str, namespace: dict) -> None:
+def apply_profile(stem: str, namespace: dict) -> dict:
     """Give the parameters of notebook ``stem`` in ``namespace`` (the notebook's ``globals()``)
     their values: passed > profile > parameters cell, folders resolved against the repository.
+    Returns them (name -> value), the notebook's ``params`` for its grid (:mod:`fedlib.grids`).
 
     Call it in the cell right after the parameters cell. In a kernel it prints what the profile
     changed, what was passed and where outputs go, and shows fedlib's errors as one line.
@@ -204,9 +205,10 @@ def apply_profile(stem: str, namespace: dict) -> None:
     names = list(cell_defaults(root / "notebooks" / f"{stem}.ipynb"))
     values = {name: namespace[name] for name in names if name in namespace}
     passed = passed_names(namespace)
-    if passed is None:  # a script executing the cells (fedlib.plan) set every parameter and answers for them
-        namespace.update(resolve_parameters(stem, values, values, root))
-        return
+    if passed is None:  # a script executing the cells set every parameter and answers for them
+        resolved = resolve_parameters(stem, values, values, root)
+        namespace.update(resolved)
+        return resolved
     unknown = sorted(passed - set(names))
     if unknown:
         raise FedlibError(f"{stem} has no parameter {', '.join(unknown)}; its parameters: {', '.join(names)}")
@@ -214,6 +216,7 @@ def apply_profile(stem: str, namespace: dict) -> None:
     check_unpublished(resolved, root)
     namespace.update(resolved)
     print(describe(stem, values, resolved, passed, root))
+    return resolved
 
 
 def describe(stem: str, before: dict, resolved: dict, passed: set[str], root: Path) -> str:

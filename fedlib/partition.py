@@ -35,6 +35,24 @@ import pandas as pd
 from fedlib.errors import FedlibError, one_of
 
 PARTITIONS = ("iid", "dirichlet", "shards", "quantity", "pathological", "balanced", "natural")
+# The RunConfig partition settings each scheme reads (every scheme also reads clients, seed and the
+# dataset). RunConfig.hash() covers only these, so iid runs that differ in beta are one run.
+# make_partition hands a scheme only its own settings: one that read another would fail.
+FIELDS_READ = {
+    "iid": (),
+    "dirichlet": ("beta", "min_client_size"),
+    "shards": ("shards_per_client",),
+    "quantity": ("classes_per_client", "quantity_split"),
+    "pathological": ("classes_per_client",),
+    "balanced": (),
+    "natural": (),
+}
+# every RunConfig field some scheme reads (and only schemes): beta, min_client_size, shards_per_client, ...
+SCHEME_SETTINGS = tuple(dict.fromkeys(name for names in FIELDS_READ.values() for name in names))
+# make_partition's keyword for a RunConfig field, where the two differ
+_KEYWORDS = {"min_client_size": "min_size"}
+# what a scheme reads that is no RunConfig field: a make_partition option, the dataset's group ids
+_OTHER_INPUTS = {"dirichlet": ("max_retries",), "natural": ("groups",)}
 PLOT_KINDS = ("bubble", "heatmap")
 # How the quantity scheme cuts a class between its holders (see _unequal_sizes, official_quantity_sizes).
 QUANTITY_SPLITS = ("symmetric", "official")
@@ -111,12 +129,19 @@ def make_partition(scheme: str, labels: np.ndarray, num_clients: int, num_classe
     # An unseeded partition could never be reproduced, so None is refused.
     _check_int("seed", seed, low=0, hint="pass the run's seed")
     rng = np.random.default_rng(seed)
-    options = {"beta": beta, "shards_per_client": shards_per_client,
-               "classes_per_client": classes_per_client, "groups": groups,
-               "min_size": min_size, "max_retries": max_retries, "quantity_split": quantity_split}
+    given = {"beta": beta, "shards_per_client": shards_per_client,
+             "classes_per_client": classes_per_client, "groups": groups,
+             "min_size": min_size, "max_retries": max_retries, "quantity_split": quantity_split}
+    options = {name: given[name] for name in scheme_inputs(scheme)}
     client_indices, params = _SCHEMES[scheme](labels, num_clients, num_classes, rng, options)
     params = {"num_clients": num_clients, "num_classes": num_classes, "seed": seed, **params}
     return _build(scheme, labels, num_classes, client_indices, params)
+
+
+def scheme_inputs(scheme: str) -> tuple[str, ...]:
+    """The :func:`make_partition` keywords ``scheme`` reads: its :data:`FIELDS_READ` under their
+    keyword names, plus its inputs that are no RunConfig field (``max_retries``, ``groups``)."""
+    return tuple(_KEYWORDS.get(name, name) for name in FIELDS_READ[scheme]) + _OTHER_INPUTS.get(scheme, ())
 
 
 # ---------------------------------------------------------------- validation and assembly

@@ -1,13 +1,13 @@
 """The plan of a reproduction: which runs the table notebooks declare, how many are stored, and
 the hours the rest will take, before anything trains.
 
-Every table notebook builds its grid of runs and hands it to ``tables.describe_plan``. To read
-that grid without running anything, :func:`declared_configs` executes the notebook's code cells
-in order, with the profile's parameters injected after the parameters cell as papermill does,
-and stops at the ``describe_plan`` call, whose argument is the grid. Figure notebooks print no
-plan and are left out.
+Every table notebook gets its grid of runs from its function in :mod:`fedlib.grids`, called with
+the notebook's parameters. :func:`declared_configs` calls the same function with the parameters
+the notebook would run with (the parameters cell's literals, the values passed, folders resolved
+as ``fedlib.notebook.apply_profile`` does): nothing of the notebook is executed. Figure notebooks
+have no grid function and are left out.
 
-Declaring does not need the data: notebooks skip their runs when ``data.missing_dataset_message``
+Declaring does not need the data: grids skip their runs when ``data.missing_dataset_message``
 names a missing dataset, and size some grids from the data (every FEMNIST writer a client), so
 while declaring, that check reports every dataset present and ``data.load_dataset`` serves a
 stand-in of the missing dataset's published shape (:data:`fedlib.data.DATASET_SHAPES`). The plan
@@ -17,7 +17,6 @@ then says which runs cannot run here, and why.
 from __future__ import annotations
 
 import contextlib
-import io
 import json
 import os
 from pathlib import Path
@@ -25,47 +24,45 @@ from typing import Iterator, Sequence
 
 import pandas as pd
 
-from fedlib import data, store, tables
+from fedlib import data, grids, report, store
 from fedlib.config import RunConfig
+from fedlib.engine import render_only
+from fedlib.errors import FedlibError
+from fedlib.notebook import cell_defaults, resolve_parameters
 
-
-PLAN_CALL = "describe_plan("
+PLAN_CALL = "describe_plan("  # how a table notebook prints its plan
 TOTAL_ROW = "total (shared runs once)"
 
 
-class _Declared(Exception):
-    """Raised by the stand-in for ``tables.describe_plan`` to stop at the grid."""
-
-    def __init__(self, configs: Sequence[RunConfig]):
-        super().__init__("grid declared")
-        self.configs = list(configs)
-
-
 def declared_configs(notebook: Path, parameters: dict) -> list[RunConfig] | None:
-    """The runs ``notebook`` declares under ``parameters``, whether or not their data are here;
-    None if it prints no plan (a figure notebook: nothing of it is executed), [] if its plan
-    cell declares nothing."""
-    cells = [c for c in json.loads(Path(notebook).read_text(encoding="utf-8"))["cells"] if c["cell_type"] == "code"]
-    if not any(PLAN_CALL in "".join(c["source"]) for c in cells):
+    """The runs ``notebook`` declares under ``parameters`` (values passed over its parameters
+    cell), whether or not their data are here: its grid function's runs (:mod:`fedlib.grids`);
+    None for a notebook without one (a figure notebook)."""
+    notebook = Path(notebook)
+    grid = grids.grid_for(notebook.stem)
+    if grid is None:
+        if prints_plan(notebook):
+            raise FedlibError(f"{notebook.stem} prints a plan but has no grid function; add one to "
+                              f"fedlib/grids/ and its name to fedlib.grids.GRIDS")
         return None
-    namespace: dict = {"__name__": "__fedlib_plan__"}
+    with _data_not_needed():
+        return list(grid(notebook_parameters(notebook, parameters)))
 
-    def capture(configs, *args, **kwargs):
-        raise _Declared(configs)
 
-    with _replaced(tables, "describe_plan", capture), _data_not_needed(), _working_dir(Path(notebook).parent), \
-            _no_windows(), contextlib.redirect_stdout(io.StringIO()):
-        try:
-            for index, cell in enumerate(cells):
-                source = "".join(cell["source"])
-                exec(compile(source, f"{Path(notebook).name} cell {index}", "exec"), namespace)  # noqa: S102
-                if "parameters" in cell.get("metadata", {}).get("tags", []):
-                    namespace.update(parameters)
-                if PLAN_CALL in source:  # the plan cell ran without a grid: nothing to run
-                    return []
-        except _Declared as declared:
-            return declared.configs
-    return []
+def prints_plan(notebook: Path) -> bool:
+    """Whether a code cell of ``notebook`` prints the plan of a grid (a table notebook)."""
+    cells = json.loads(Path(notebook).read_text(encoding="utf-8"))["cells"]
+    return any(PLAN_CALL in "".join(c["source"]) for c in cells if c["cell_type"] == "code")
+
+
+def notebook_parameters(notebook: Path, parameters: dict) -> dict:
+    """The parameters ``notebook`` runs with when ``parameters`` are passed: its parameters cell's
+    values, each passed one instead, folders resolved against its repository (the profile's values
+    count only when passed: ``reproduce.sh`` passes them)."""
+    notebook = Path(notebook).resolve()
+    defaults = cell_defaults(notebook)
+    values = {name: parameters.get(name, default) for name, default in defaults.items()}
+    return resolve_parameters(notebook.stem, values, values, root=notebook.parent.parent)
 
 
 @contextlib.contextmanager
@@ -101,7 +98,7 @@ def plan_frame(grids: dict[str, list[RunConfig] | None], results_dir: str | os.P
 
     union = {c.hash(): c for configs in grids.values() for c in configs or []}
     to_run = [c for c in union.values() if not store.is_stored(c, results_dir)]
-    probe = probe and not tables.render_only()
+    probe = probe and not render_only()
     rates = timing.plan_rates(list(union.values()), results_dir, device, probe, dry_run_csv, progress)
     rows = [_row(name, configs, results_dir, rates, device) for name, configs in grids.items() if configs is not None]
     total = _row(TOTAL_ROW, list(union.values()), results_dir, rates, device)
@@ -113,7 +110,7 @@ def plan_frame(grids: dict[str, list[RunConfig] | None], results_dir: str | os.P
 
 
 def _row(name: str, configs: list[RunConfig], results_dir, rates, device: str) -> dict:
-    plan = tables.estimate_plan(configs, results_dir, rates=rates, device=device)
+    plan = report.estimate_plan(configs, results_dir, rates=rates, device=device)
     return {"notebook": name, "runs": plan["runs"], "stored": plan["stored"], "to run": plan["to_run"],
             "no data here": sum(plan["no_data"].values()), "hours": plan["hours"], "unknown": plan["unknown"]}
 
@@ -164,27 +161,3 @@ def _replaced(owner, name: str, value) -> Iterator[None]:
         yield
     finally:
         setattr(owner, name, original)
-
-
-@contextlib.contextmanager
-def _working_dir(folder: Path) -> Iterator[None]:
-    """Run inside the notebook's folder, as papermill does (relative paths mean the same)."""
-    previous = Path.cwd()
-    os.chdir(folder)
-    try:
-        yield
-    finally:
-        os.chdir(previous)
-
-
-@contextlib.contextmanager
-def _no_windows() -> Iterator[None]:
-    """Plotting code before the plan (styles, imports) must not open windows."""
-    import matplotlib
-
-    backend = matplotlib.get_backend()
-    matplotlib.use("Agg", force=True)
-    try:
-        yield
-    finally:
-        matplotlib.use(backend, force=True)

@@ -39,7 +39,7 @@ def sampled_class_counts(partition_counts: np.ndarray, clients: list[int]) -> np
 def predicted_class_counts(model: nn.Module, data) -> np.ndarray:
     """How many test samples ``model`` predicts as each class; shape (C,).
 
-    ``data`` is a :class:`fedlib.engine.FederatedData` (its normalised test batches are used).
+    ``data`` is a :class:`fedlib.state.FederatedData` (its normalised test batches are used).
     """
     was_training = model.training
     model.eval()

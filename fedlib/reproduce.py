@@ -31,9 +31,12 @@ import time
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Callable, Iterator, Sequence
 
 import yaml
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 from fedlib.errors import FedlibError, one_of
 from fedlib.notebook import (PUBLISH_ENV, REPO_ROOT, cell_defaults, check_unpublished, load_profiles, output_folder,
@@ -409,12 +412,41 @@ def render_index(folder: Path, kind: str) -> None:
     """Write ``<folder>/README.md`` from ``<folder>/index.json``."""
     index = json.loads((folder / "index.json").read_text())
     title = "Figures" if kind == "figure" else "Tables"
-    lines = [f"# {title}", "", f"Published by `./reproduce.sh --publish`; each {kind} with the notebook and profile"
-             " that produced it.", "", f"| {kind} | notebook | profile | hardware | date |", "|---|---|---|---|---|"]
+    lines = [f"# {title}", "", publish_note(folder, kind, index), "",
+             f"| {kind} | notebook | profile | hardware | date |", "|---|---|---|---|---|"]
     for name, row in sorted(index.items()):
         lines.append(f"| [{name}]({name}) | {row['notebook']} | {row['profile']} | {row['hardware']} |"
                      f" {row['date']} |")
     (folder / "README.md").write_text("\n".join(lines) + "\n")
+
+
+def publish_note(folder: Path, kind: str, index: dict) -> str:
+    """How the files of a published ``folder`` are regenerated: the command, and that runs without
+    ``--publish`` leave it alone."""
+    kinds = f"{kind}s"
+    profiles = sorted({row["profile"] for row in index.values()})
+    command = ["./reproduce.sh", f"--profile {profiles[0]}" if len(profiles) == 1 else "--profile PROFILE"]
+    if os.environ.get("FEDLIB_RENDER_ONLY", "") not in ("", "0"):  # reproduce --render-only published these
+        command.append("--render-only")
+    command += ["--publish", *_folder_options(Path(folder).resolve(), kinds)]
+    how = f"`{' '.join(command)}`"
+    if len(profiles) > 1:
+        how += " with each file's profile below"
+    return (f"Only a publishing run writes the {kinds} here: {how} regenerates them (add `--only NOTEBOOK` for "
+            f"one notebook's) and records below the notebook, profile, hardware and date of each. Runs without "
+            f"`--publish` write to `output/<profile>/{kinds}/` instead.")
+
+
+def _folder_options(folder: Path, kinds: str) -> list[str]:
+    """The --figures/--tables options that publish into ``folder``: none for the committed folder
+    itself, both for a subfolder (figures/paper goes with tables/paper), else ``folder`` as given."""
+    committed = REPO_ROOT / kinds
+    if folder == committed:
+        return []
+    if committed in folder.parents:
+        name = folder.relative_to(committed).as_posix()
+        return [f"--figures figures/{name}", f"--tables tables/{name}"]
+    return [f"--{kinds} {folder}"]
 
 
 def _owner(filename: str, stems: Sequence[str]) -> str | None:
@@ -467,7 +499,8 @@ def _run_one(
         _check_parameters(notebook, {**(entry or {}), **overrides})  # the profile's names too, though not passed
         with _fedlib_importable():
             papermill.execute_notebook(
-                str(notebook), str(output_path), parameters=overrides, kernel_name=kernel,
+                str(notebook), str(output_path), parameters=portable_parameters(overrides, notebook),
+                kernel_name=kernel,
                 cwd=str(notebook.parent), progress_bar=False, log_output=log_output,
                 extra_arguments=QUIET_KERNEL,
             )
@@ -476,6 +509,24 @@ def _run_one(
         return NotebookRun(notebook.stem, "FAILED", time.perf_counter() - started, output_path,
                            f"{note}; {failure}" if note else failure)
     return NotebookRun(notebook.stem, "ok", time.perf_counter() - started, output_path, note)
+
+
+def portable_parameters(parameters: dict, notebook: Path) -> dict:
+    """``parameters`` as injected into ``notebook``: a folder (``*_dir``) inside its repository is
+    written relative to the repository, so the executed copy names no folder of the machine that ran
+    it. The kernel resolves it back (``fedlib.notebook.apply_profile`` reads folders against the
+    repository holding ``notebooks/<stem>.ipynb``); a folder elsewhere stays absolute."""
+    root = Path(notebook).resolve().parent.parent
+    if Path(notebook).resolve().parent != root / "notebooks":  # the kernel would not find this root
+        return dict(parameters)
+    portable = dict(parameters)
+    for name, value in parameters.items():
+        if name.endswith("_dir") and isinstance(value, (str, os.PathLike)) and Path(value).is_absolute():
+            try:
+                portable[name] = Path(value).resolve().relative_to(root).as_posix()
+            except ValueError:
+                pass  # outside the repository: only an absolute path names it
+    return portable
 
 
 def declared_parameters(notebook: Path) -> set[str]:

@@ -23,13 +23,12 @@ equal batch size, gathered out of the stack and scattered back.
 Results agree with the sequential path to float tolerance, not bitwise (batched kernels sum in a
 different order). Models with dropout draw different random masks than the sequential path.
 
-Limits of the stacked path: ``loss`` and ``penalty`` may read ``class_counts``/``class_prior``,
-``tensors``, ``extras`` (tensors and numbers are per client; anything else must be equal across
-clients), ``lr`` and ``round``; not ``client_id``, ``num_samples`` nor ``data``. A tensor or
-number that ``loss`` writes into ``extras`` (PKD's firing counters) is carried per client from
-step to step and handed back to the client's context before ``client_upload``. Methods that
-override ``train_step``, ``before_step`` or ``objective`` (SAM, SCAFFOLD), a ``penalty`` not
-known to be a pure function of the parameters, an optimiser other than plain SGD, or teachers
+What a method must keep to run here is its contract (rules 2-4 of :mod:`fedlib.algorithms.base`):
+``loss`` and a ``pure_penalty`` run under vmap, the tensors and numbers of ``ctx.extras`` are per
+client (anything else there must be equal across clients), and a tensor or number ``loss``
+writes into ``extras`` (PKD's firing counters) is carried per client from step to step and
+handed back to the client's context before ``client_upload``. Methods with a
+``sequential_reason`` (SAM, SCAFFOLD, FedCurv), an optimiser other than plain SGD, or teachers
 that differ per client (MOON) fall back to the sequential path with one warning.
 """
 
@@ -38,46 +37,28 @@ from __future__ import annotations
 import os
 import warnings
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Sequence
 
 import torch
 from torch import Tensor, nn
 from torch.func import functional_call, vmap
 from torch.utils._pytree import tree_flatten, tree_map, tree_unflatten
 
-from fedlib.algorithms.base import Algorithm, ClientContext, ClientUpdate, Outputs, autocast
-from fedlib.engine import ServerState, client_setup, train_client
+from fedlib.algorithms.base import Algorithm, ClientContext, ClientUpdate, Observer, Outputs, autocast, notify
+from fedlib.client_training import client_setup, train_client
 from fedlib.errors import FedlibError
 from fedlib.models import has_batchnorm, has_dropout
+from fedlib.state import ServerState
 
-# penalty hooks known to read only model.parameters() and ctx (checked by tests/test_stacked.py)
-PURE_PENALTIES = ("fedprox",)
 # share of the free memory the client stack may take (the rest: teachers, allocator slack)
 MEMORY_FRACTION = {"cuda": 0.8, "cpu": 0.5}
 _WARNED: set[tuple[str, str]] = set()
 
 
 # ====================================================================== which methods can stack
-def _owner(algorithm: Algorithm, hook: str) -> type | None:
-    """The class that defines ``hook`` for this algorithm (None when it is the base one)."""
-    for klass in type(algorithm).__mro__:
-        if hook in vars(klass):
-            return None if klass is Algorithm else klass
-    return None
-
-
 def unsupported_reason(algorithm: Algorithm) -> str | None:
-    """Why ``algorithm`` cannot run stacked (None when it can), judged from its hooks."""
-    if algorithm.sequential_only:
-        return f"{algorithm.name}: {algorithm.sequential_only}"
-    for hook in ("train_step", "before_step", "objective"):
-        owner = _owner(algorithm, hook)
-        if owner is not None:
-            return f"{owner.name} overrides the {hook!r} hook"
-    owner = _owner(algorithm, "penalty")
-    if owner is not None and owner.name not in PURE_PENALTIES:
-        return f"{owner.name}'s penalty is not known to be a pure function of the parameters"
-    return None
+    """Why ``algorithm`` cannot run stacked (None when it can), as its class declares it."""
+    return algorithm.sequential_reason()
 
 
 def warn_fallback(method: str, reason: str) -> None:
@@ -366,7 +347,7 @@ def _tick(stack: ClientStack, iterators: list, active: int, first: bool) -> None
 
 
 def _train_chunk(server: ServerState, algorithm: Algorithm, setups: list, rule: SGDRule,
-                 hooks: list) -> list[ClientUpdate] | str:
+                 hooks: Sequence[Observer]) -> list[ClientUpdate] | str:
     """Train the clients of ``setups`` (sorted by step count, most first) as one stack."""
     ctxs = [ctx for ctx, _, _ in setups]
     teachers = _shared_teachers(ctxs)
@@ -393,22 +374,19 @@ def _train_chunk(server: ServerState, algorithm: Algorithm, setups: list, rule: 
 
 
 def _finish_client(server: ServerState, algorithm: Algorithm, ctx: ClientContext,
-                   update: ClientUpdate, hooks: list) -> None:
+                   update: ClientUpdate, hooks: Sequence[Observer]) -> None:
     """client_upload and on_client_end, with the client's trained model in the scratch module."""
     model = server.local_model()
     model.load_state_dict(update.state)
     algorithm.client_upload(model, ctx, update)
-    for hook in hooks:
-        method = getattr(hook, "on_client_end", None)
-        if method is not None:
-            method(server, ctx, model, update)
+    notify(hooks, "on_client_end", server, ctx, model, update)
 
 
 def train_round(server: ServerState, algorithm: Algorithm, clients: list[int], lr: float,
-                hooks: list = (), max_stack: int | None = None) -> list[ClientUpdate]:
+                hooks: Sequence[Observer] = (), max_stack: int | None = None) -> list[ClientUpdate]:
     """Local training of the round's clients on the stacked path (updates in ``clients`` order).
 
-    Falls back to :func:`fedlib.engine.train_client` for methods the stacked path cannot run,
+    Falls back to :func:`fedlib.client_training.train_client` for methods the stacked path cannot run,
     with one warning (silently under ``backend="auto"``). ``max_stack`` caps the clients per
     stack below what the memory allows.
     """

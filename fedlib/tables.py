@@ -1,12 +1,12 @@
-"""What every table notebook shares: the plan, the paper's metric, the paper layout, paper vs ours.
+"""What every table notebook shares: the paper's metric, the paper layout, paper vs ours.
 
-A table notebook declares its grid of runs, prints :func:`describe_plan`, calls
-``experiments.run_all``, turns the results into a frame with :func:`table_frame` (one row per run,
-with a ``setting`` column in the papers' vocabulary such as ``beta=0.05`` or ``s=2``), and then
+A table notebook builds its grid with :mod:`fedlib.grids`, prints the plan and saves its tables
+with :mod:`fedlib.report`, calls ``experiments.run_all``, turns the results into a frame with
+:func:`table_frame` (one row per run, with a ``setting`` column in the papers' vocabulary such as
+``beta=0.05`` or ``s=2``), and then
 
 - :func:`paper_layout`      -- mean ± std over seeds, best per column in bold, as the paper lays it out;
-- :func:`compare_with_paper` -- ours, the paper's number and the difference side by side;
-- :func:`save_tables`       -- CSV + Markdown into ``tables/``.
+- :func:`compare_with_paper` -- ours, the paper's number and the difference side by side.
 
 PKD's tables report class-wise Max / Ave / Min (:func:`class_metric_frame`) and, in Tables 9-10,
 the computation in units U needed to reach a minimum class accuracy, counted from the work each
@@ -19,16 +19,15 @@ never types them in.
 
 from __future__ import annotations
 
-import os
 import re
-from typing import Iterable, Sequence
+from typing import Sequence
 
 import numpy as np
 import pandas as pd
 
-from fedlib import experiments, store
+from fedlib import experiments
 from fedlib.config import RunConfig
-from fedlib.engine import RunResult, load_run_dataset, render_only
+from fedlib.engine import RunResult, load_run_dataset
 from fedlib.errors import FedlibError, one_of
 
 PAPER_COLUMNS = ["paper", "table", "method", "dataset", "setting", "value", "std"]
@@ -43,95 +42,6 @@ PKD_METRICS = {"max": "max_class_accuracy", "ave": "mean_class_accuracy", "min":
 # Names the papers use for a method that fedlib registers under another name.
 METHOD_ALIASES = {"feded": "fedvls"}
 NEVER = "never"  # how a table shows an infinite cost (the paper's '-': target not reached)
-
-
-# ---------------------------------------------------------------------- the grid
-def method_grid(base: RunConfig, methods: Sequence[str], method_args: dict[str, dict] | None = None,
-                **axes: Sequence) -> list[RunConfig]:
-    """``experiments.grid`` over ``axes`` for every method, each with its own arguments.
-
-    ``method_args`` maps a method name to the arguments the paper uses for it (e.g. FedNTD's
-    beta in FedVLS's appendix); methods without an entry keep fedlib's defaults.
-    """
-    configs = []
-    for method in methods:
-        args = dict((method_args or {}).get(method, {}))
-        configs += experiments.grid(base.replace(method=method, method_args=args), **axes)
-    return configs
-
-
-# ---------------------------------------------------------------------- the plan
-def describe_plan(configs: Sequence[RunConfig], results_dir: str | os.PathLike | None = None,
-                  probe: bool = True) -> dict:
-    """Print and return the plan (:func:`estimate_plan`): runs, stored, to run, estimated hours."""
-    plan = estimate_plan(configs, results_dir, probe)
-    print(f"plan: {plan['runs']} runs, {plan['stored']} stored, {plan['to_run']} to run; estimated "
-          f"{plan['hours']:.2f} {plan['unit']} on {plan['device']}{_plan_caveats(plan)}")
-    return plan
-
-
-def _plan_caveats(plan: dict) -> str:
-    notes = [f"{n} run(s) of {dataset}: data missing here" for dataset, n in sorted(plan["no_data"].items())]
-    notes += [f"{plan['unknown']} run(s) without a time estimate"] if plan["unknown"] else []
-    return f" ({'; '.join(notes)})" if notes else ""
-
-
-def estimate_plan(configs: Sequence[RunConfig], results_dir: str | os.PathLike | None = None,
-                  probe: bool = True, *, rates=None, device: str | None = None,
-                  dry_run_csv: str | os.PathLike | None = None) -> dict:
-    """The plan: runs, how many are stored, and the hours still to compute on ``device``.
-
-    A run's hours are its rounds x the images one round trains x the seconds per image of its
-    (dataset, model, method) on this device (:mod:`fedlib.timing`: stored runs, the dry run's
-    CSV, else cached probes on a stand-in of the data's shape; here a method whose cost relative
-    to FedAvg no probe has measured yet counts as FedAvg, which keeps a notebook's plan to one
-    probe per (dataset, model); ``reproduce.sh --plan`` measures them). Pass one ``rates`` to
-    several plans and every run counts the same hours in each, so a plan of a union adds up its parts.
-    Runs whose data are missing here are counted (and estimated) all the same, and listed by
-    dataset in ``no_data``.
-    """
-    from fedlib import timing
-
-    device = device or _common_device(configs)
-    unique = list({c.hash(): c for c in configs}.values())
-    missing = [c for c in unique if not store.is_stored(c, results_dir)]
-    if rates is None:
-        probe = probe and not render_only()  # rendering only: nothing trains, not even a probe round
-        rates = timing.plan_rates(unique, results_dir, device, probe, dry_run_csv, probe_ratios=False)
-    hours = [run_hours(c, rates) for c in missing]
-    known = [h for h in hours if h is not None]
-    return {"runs": len(unique), "stored": len(unique) - len(missing), "to_run": len(missing),
-            "hours": float(sum(known)), "unknown": len(hours) - len(known), "unit": timing.hours_unit(device),
-            "device": timing.device_label(device), "no_data": _no_data(missing), "rates": rates,
-            "probes": rates.probes_run}
-
-
-def run_hours(cfg: RunConfig, rates) -> float | None:
-    """Hours ``cfg`` will train: rounds x images per round x seconds per image (None: no rate)."""
-    from fedlib import timing
-
-    rate = rates.rate(cfg)
-    return None if rate is None else cfg.rounds * timing.images_per_round(cfg) * rate / 3600
-
-
-def _common_device(configs: Sequence[RunConfig]) -> str:
-    devices = {c.device for c in configs}
-    return devices.pop() if len(devices) == 1 else "auto"
-
-
-def _no_data(configs: Iterable[RunConfig]) -> dict[str, int]:
-    """Runs whose dataset is missing here, counted by dataset."""
-    from fedlib.data import missing_dataset_message
-
-    counts: dict[str, int] = {}
-    absent: dict[tuple, bool] = {}  # one look at the disk per dataset and folder
-    for cfg in configs:
-        where = (cfg.dataset, cfg.data_dir, cfg.download)
-        if where not in absent:
-            absent[where] = missing_dataset_message(*where) is not None
-        if absent[where]:
-            counts[cfg.dataset] = counts.get(cfg.dataset, 0) + 1
-    return counts
 
 
 # ---------------------------------------------------------------------- our numbers
@@ -529,29 +439,3 @@ def _normalise_pair(item: str) -> str:
         return f"{key}={float(raw):g}"
     except ValueError:
         return f"{key}={raw}"
-
-
-# ---------------------------------------------------------------------- showing and saving
-def markdown(frame: pd.DataFrame) -> str:
-    """``frame`` as a GitHub Markdown table (bold marks render)."""
-    return experiments._markdown(frame)
-
-
-def show(frame: pd.DataFrame) -> None:
-    """Display ``frame`` as Markdown in a notebook (printed elsewhere)."""
-    try:
-        from IPython.display import Markdown, display
-    except ImportError:
-        print(markdown(frame))
-        return
-    display(Markdown(markdown(frame)))
-
-def save_tables(tables: dict[str, pd.DataFrame], tables_dir: str | os.PathLike = "tables",
-                digits: int = 2) -> list:
-    """Write every named table as CSV + Markdown into ``tables_dir`` (numbers rounded to
-    ``digits``); returns the paths."""
-    paths = []
-    for name, frame in tables.items():
-        paths += experiments.save_table(frame.round(digits), name, tables_dir)
-    print("saved: " + ", ".join(str(p) for p in paths))
-    return paths

@@ -20,13 +20,15 @@ from __future__ import annotations
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
+from typing import Sequence
 
 import torch
 
-from fedlib.algorithms.base import Algorithm, ClientUpdate
-from fedlib.engine import ServerState, client_setup, fit_client, train_client
+from fedlib.algorithms.base import Algorithm, ClientUpdate, Observer
+from fedlib.client_training import client_setup, fit_client, train_client
 from fedlib.models import has_batchnorm, has_dropout
 from fedlib.stacked import unsupported_reason, warn_fallback
+from fedlib.state import ServerState
 
 
 def workers_for(server: ServerState, clients: list[int]) -> int:
@@ -34,7 +36,7 @@ def workers_for(server: ServerState, clients: list[int]) -> int:
     return max(1, min(len(clients), torch.get_num_threads()))
 
 
-def fallback_reason(server: ServerState, algorithm: Algorithm, hooks: list) -> str | None:
+def fallback_reason(server: ServerState, algorithm: Algorithm, hooks: Sequence[Observer]) -> str | None:
     """Why this round cannot train on threads (None when it can)."""
     if hooks:
         return "hooks watch each client's model as it finishes"
@@ -44,7 +46,7 @@ def fallback_reason(server: ServerState, algorithm: Algorithm, hooks: list) -> s
 
 
 def train_round(server: ServerState, algorithm: Algorithm, clients: list[int], lr: float,
-                hooks: list = ()) -> list[ClientUpdate]:
+                hooks: Sequence[Observer] = ()) -> list[ClientUpdate]:
     """Local training of the round's clients on worker threads (updates in ``clients`` order)."""
     workers = workers_for(server, clients)
     reason = fallback_reason(server, algorithm, hooks)

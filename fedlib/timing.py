@@ -207,7 +207,7 @@ def dry_run_rates(csv_path: str | os.PathLike) -> dict[tuple, float]:
 
 def images_per_round(cfg: RunConfig) -> float:
     """Training images one round works through: sampled clients' share x local epochs x training set."""
-    from fedlib.engine import sample_clients
+    from fedlib.state import sample_clients
 
     sampled = len(sample_clients(cfg.seed, 0, cfg.clients, cfg.participation))
     return sampled / cfg.clients * cfg.local_epochs * train_images(cfg)

@@ -15,8 +15,10 @@ from fedlib.algorithms import build_algorithm
 from fedlib.algorithms import fedcsd, fedgkd, fedproto
 from fedlib.algorithms.base import run_teachers
 from fedlib.algorithms.focal import focal_loss
+from fedlib.client_training import client_setup
 from fedlib.config import RunConfig
 from fedlib.errors import FedlibError
+from fedlib.state import keyed_seed, sample_clients
 
 E = math.e
 
@@ -322,8 +324,8 @@ def _bn_config(seed: int = 3, **args) -> RunConfig:
 def _first_client(cfg: RunConfig):
     """(server, method, ctx, batches) of round 0's first client, set up as the engine does."""
     server, method = engine.prepare(cfg)
-    server.round_clients = engine.sample_clients(cfg.seed, 0, cfg.clients, cfg.participation)
-    ctx, batches = engine.client_setup(server, method, server.round_clients[0], cfg.lr)
+    server.round_clients = sample_clients(cfg.seed, 0, cfg.clients, cfg.participation)
+    ctx, batches = client_setup(server, method, server.round_clients[0], cfg.lr)
     return server, method, ctx, batches
 
 
@@ -375,7 +377,7 @@ def test_fedcsd_official_prototypes_come_from_seeded_augmented_training_batches(
     got = server.cache["fedcsd_round"]["prototypes"][client]
     # by hand: one epoch of the client's training batches from the prototype stream's generator,
     # through a train-mode copy of the stored teacher
-    seed = engine.keyed_seed(cfg.seed, 0, client, fedcsd.PROTOTYPE_STREAM)
+    seed = keyed_seed(cfg.seed, 0, client, fedcsd.PROTOTYPE_STREAM)
     batches = server.data.client(client).train_batches(cfg.batch_size, 1, torch.Generator().manual_seed(seed))
     expected = _class_means(_stored_teacher(server, True), batches, server.num_classes)
     assert torch.allclose(got, expected, atol=1e-5)

@@ -9,6 +9,7 @@ import torch.nn.functional as F
 from fedlib import drift, engine
 from fedlib.algorithms import build_algorithm
 from fedlib.algorithms import feature_kd
+from fedlib.client_training import train_client
 from fedlib.config import RunConfig
 from fedlib.errors import FedlibError
 
@@ -66,7 +67,7 @@ def test_average_row_is_the_weighted_average_model(pretrained):
     server.model.load_state_dict(result.global_state())
     rows = drift.variant_drift(result.config, result.global_state(), 1, [0, 1], "CE")
     # the same clients trained by the engine for one epoch give the same averaged model
-    updates = [engine.train_client(server, algorithm, k, result.config.lr) for k in (0, 1)]
+    updates = [train_client(server, algorithm, k, result.config.lr) for k in (0, 1)]
     server.model.load_state_dict(algorithm.aggregate(server, updates))
     expected = engine.evaluate(server.model, server.data)["accuracy"]
     [average] = [r for r in rows if r["epoch"] == 1 and r["model"] == "average"]
@@ -100,6 +101,20 @@ def test_drift_curves_average_the_clients(pretrained):
     assert curves.loc[("CE", 0), "average_test_accuracy"] == pytest.approx(result.final_accuracy)
 
 
+def test_drift_study_progress_bar_counts_epochs_and_quiet_is_silent(pretrained, capsys):
+    result, _ = pretrained
+    variants = {"CE": ("fedavg", {})}
+    quiet = drift.drift_study(result, epochs=2, variants=variants, clients=[0], progress=False)
+    silent = capsys.readouterr()
+    assert silent.out == "" and silent.err == ""
+    shown = drift.drift_study(result, epochs=2, variants=variants, clients=[0], progress=True)
+    bar = capsys.readouterr()
+    assert "drift: CE (1 client)" in bar.err and "/2" in bar.err and "epoch" in bar.err
+    assert bar.out == ""
+    # the bar changes nothing measured
+    assert shown["logit_kl"].tolist() == quiet["logit_kl"].tolist()
+
+
 @pytest.mark.parametrize("kwargs", [{"epochs": 0}, {"epochs": 1, "clients": [5]}])
 def test_drift_study_rejects_bad_input(pretrained, kwargs):
     result, _ = pretrained
@@ -117,7 +132,7 @@ def test_local_update_matches_the_engine_and_moves_away(pretrained):
     server, algorithm = engine.prepare(result.config)
     server.model.load_state_dict(global_state)
     server.round = result.config.rounds
-    update = engine.train_client(server, algorithm, 1, result.config.lr)
+    update = train_client(server, algorithm, 1, result.config.lr)
     for key, value in model.state_dict().items():
         assert torch.allclose(value, update.state[key])
 

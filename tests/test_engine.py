@@ -8,7 +8,9 @@ from torch import nn
 
 from fedlib import engine, store
 from fedlib.algorithms.base import weighted_average
+from fedlib.client_training import train_client
 from fedlib.config import RunConfig
+from fedlib.state import sample_clients
 
 
 def tiny_config(**changes) -> RunConfig:
@@ -36,17 +38,17 @@ def test_integer_buffers_are_averaged_and_rounded():
 
 
 def test_client_sampling_is_keyed_by_seed_and_round():
-    first = engine.sample_clients(0, 5, 100, 0.1)
-    assert first == engine.sample_clients(0, 5, 100, 0.1)
+    first = sample_clients(0, 5, 100, 0.1)
+    assert first == sample_clients(0, 5, 100, 0.1)
     assert len(first) == 10 and first == sorted(set(first))
-    assert first != engine.sample_clients(0, 6, 100, 0.1)
-    assert engine.sample_clients(0, 0, 10, 1.0) == list(range(10))
+    assert first != sample_clients(0, 6, 100, 0.1)
+    assert sample_clients(0, 0, 10, 1.0) == list(range(10))
 
 
 def test_aggregation_equals_manual_fedavg_of_local_updates():
     cfg = tiny_config(rounds=1)
     server, algorithm = engine.prepare(cfg)
-    updates = [engine.train_client(server, algorithm, k, cfg.lr) for k in range(cfg.clients)]
+    updates = [train_client(server, algorithm, k, cfg.lr) for k in range(cfg.clients)]
     sizes = [u.num_samples for u in updates]
     expected = {k: sum(u.state[k].double() * n for u, n in zip(updates, sizes)) / sum(sizes)
                 for k in updates[0].state}

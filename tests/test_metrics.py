@@ -8,7 +8,7 @@ import pytest
 import torch
 from torch import nn
 
-from fedlib import experiments, metrics, plots
+from fedlib import experiments, metrics, plots, report
 from fedlib.config import RunConfig
 
 
@@ -88,13 +88,12 @@ def test_grid_and_mean_std_tables(tmp_path):
     base = RunConfig(dataset="synthetic", model="mlp", method="fedprox", method_args={"mu": 0.1})
     configs = experiments.grid(base, seed=[0, 1], method_args=[{"mu": 0.2}])
     assert [c.seed for c in configs] == [0, 1] and all(c.method_args == {"mu": 0.2} for c in configs)
-    assert experiments.plan(configs + configs, tmp_path) == {"runs": 2, "stored": 0, "to_run": 2}
     frame = pd.DataFrame({"method": ["a", "a", "b", "b"], "beta": [0.1] * 4, "acc": [70.0, 72.0, 60.0, 60.0]})
     mean, std = experiments.mean_std(frame, "method", "beta", "acc")
     assert mean.loc["a", 0.1] == 71.0 and std.loc["a", 0.1] == 1.0 and std.loc["b", 0.1] == 0.0
     text = experiments.format_mean_std(mean, std)
     assert text.loc["a", 0.1] == "**71.00 ± 1.00**" and text.loc["b", 0.1] == "60.00 ± 0.00"
-    csv, md = experiments.save_table(text, "demo", tmp_path)
+    csv, md = report.save_tables({"demo": text}, tmp_path, digits=None)
     assert "71.00 ± 1.00" in md.read_text() and csv.exists()
 
 

@@ -2,9 +2,9 @@
 
 Each test reads the runs a table notebook *declares* under its paper profile, as
 ``tools/reference_runs.py`` and ``reproduce.sh --plan`` do: ``fedlib.plan.declared_configs``
-executes the notebook's cells up to its plan with the profile's parameters injected, training
-nothing (about 0.1 s a notebook). Figure notebooks print no plan; their paper parameters are read
-from the parameters cell and the profile instead. The last tests pin the config hashes of the
+calls the notebook's grid function (``fedlib.grids``) with the profile's parameters, training
+nothing. Figure notebooks have no grid; their paper parameters are read from the parameters cell
+and the profile instead. The last tests pin the config hashes of the
 MNIST and digits runs, which full-scale stored runs are keyed by.
 """
 

@@ -2,10 +2,12 @@
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 
-from fedlib import plan, store, timing
+from fedlib import data, grids, plan, report, store, timing
 from fedlib.config import RunConfig
+from fedlib.errors import FedlibError
 from fedlib.reproduce import main
 
 nbformat = pytest.importorskip("nbformat")
@@ -42,12 +44,21 @@ figures_dir = "../figures"  # figures
 tables_dir = "../tables"  # tables
 seeds = [0]  # one run per seed
 """
+PLAN_CELL = "report.describe_plan(configs, results_dir)"
 
-GRID = """\
-from fedlib import tables
-from fedlib.config import RunConfig
-configs = [RunConfig(dataset="digits", model="mlp", clients=2, rounds=3, seed=s, device=device) for s in seeds]
-"""
+
+def seed_grid(params: dict) -> list[RunConfig]:
+    """A table notebook's grid: one digits run per seed, on the notebook's device."""
+    return [RunConfig(dataset="digits", model="mlp", clients=2, rounds=3, seed=s, device=params["device"])
+            for s in params["seeds"]]
+
+
+@pytest.fixture
+def registered(monkeypatch):
+    """Registers grid functions for notebooks made in a test: ``registered(stem, grid)``."""
+    def register(stem, grid):
+        monkeypatch.setitem(grids.GRIDS, stem, grid)
+    return register
 
 
 def notebook(folder: Path, stem: str, *cells: str) -> Path:
@@ -60,23 +71,48 @@ def notebook(folder: Path, stem: str, *cells: str) -> Path:
     return path
 
 
-def test_the_grid_is_read_at_the_plan_call_and_nothing_after_runs(tmp_path):
-    path = notebook(tmp_path / "notebooks", "table1", GRID, "tables.describe_plan(configs, results_dir)",
-                    "raise RuntimeError('training must not start')")
+def test_the_grid_function_gets_the_notebooks_parameters_and_no_cell_runs(tmp_path, registered):
+    registered("table1", seed_grid)
+    path = notebook(tmp_path / "notebooks", "table1", "raise RuntimeError('no cell may run')", PLAN_CELL)
     configs = plan.declared_configs(path, {"seeds": [0, 1, 2]})
-    assert [c.seed for c in configs] == [0, 1, 2], "the profile's parameters are injected"
+    assert [c.seed for c in configs] == [0, 1, 2], "the passed parameters win over the parameters cell"
+    assert {c.device for c in configs} == {"cpu"}, "the parameters cell gives the rest"
 
 
-def test_notebooks_without_a_plan_are_not_executed(tmp_path):
+def test_folders_resolve_against_the_notebooks_repository_and_unknown_names_are_ignored(tmp_path, registered):
+    seen = {}
+    registered("table1", lambda params: seen.update(params) or [])
+    path = notebook(tmp_path / "notebooks", "table1", PLAN_CELL)
+    assert plan.declared_configs(path, {"data_dir": "data", "unknown": 1}) == []
+    assert seen["data_dir"] == str((tmp_path / "data").resolve()) and "unknown" not in seen
+    assert seen["results_dir"] == str((tmp_path / "../results").resolve())  # the cell says "../results"
+
+
+def test_notebooks_without_a_grid_are_not_executed(tmp_path):
     marker = tmp_path / "executed"
     path = notebook(tmp_path / "notebooks", "fig1", f"open({str(marker)!r}, 'w').close()")
     assert plan.declared_configs(path, {}) is None
     assert not marker.exists()
 
 
-def test_a_plan_cell_that_declares_nothing_gives_an_empty_grid(tmp_path):
-    path = notebook(tmp_path / "notebooks", "table5", "configs = []",
-                    "if configs:\n    tables.describe_plan(configs)", "raise RuntimeError('not reached')")
+def test_a_notebook_printing_a_plan_without_a_grid_function_is_one_line(tmp_path):
+    path = notebook(tmp_path / "notebooks", "table9", PLAN_CELL)
+    with pytest.raises(FedlibError, match="table9 prints a plan but has no grid function; add one") as error:
+        plan.declared_configs(path, {})
+    assert "\n" not in str(error.value)
+
+
+def test_a_figure_notebook_whose_text_names_the_plan_call_is_still_a_figure_notebook(tmp_path):
+    path = notebook(tmp_path / "notebooks", "fig2", "x = 1")
+    nb = nbformat.read(path, as_version=4)
+    nb.cells.append(nbformat.v4.new_markdown_cell("Table notebooks call `report.describe_plan(configs)`."))
+    nbformat.write(nb, path)
+    assert plan.declared_configs(path, {}) is None
+
+
+def test_a_grid_that_declares_nothing_gives_an_empty_grid(tmp_path, registered):
+    registered("table5", lambda params: [])
+    path = notebook(tmp_path / "notebooks", "table5", "if configs:\n    " + PLAN_CELL)
     assert plan.declared_configs(path, {}) == []
 
 
@@ -94,9 +130,9 @@ def test_the_total_counts_shared_runs_once(tmp_path):
     assert total["hours"] == pytest.approx(2 * 4 * 2.0 / 3600)
 
 
-def test_reproduce_plan_prints_and_runs_nothing(tmp_path, capsys):
-    notebook(tmp_path / "notebooks", "table1", GRID, "tables.describe_plan(configs, results_dir)",
-             "raise RuntimeError('training must not start')")
+def test_reproduce_plan_prints_and_runs_nothing(tmp_path, capsys, registered):
+    registered("table1", seed_grid)
+    notebook(tmp_path / "notebooks", "table1", PLAN_CELL, "raise RuntimeError('training must not start')")
     (tmp_path / "profiles").mkdir()
     (tmp_path / "profiles" / "table1.yaml").write_text("smoke: {}\nquick: {seeds: [0, 1]}\npaper: {}\n")
     status = main(["--notebooks-dir", str(tmp_path / "notebooks"), "--profile", "quick", "--plan",
@@ -157,27 +193,23 @@ def test_the_dry_runs_rates_are_used_where_it_measured(tmp_path, fake_probes):
     assert frame.attrs["sources"] == {"dry run": 1}
 
 
-MISSING_DATA_GRID = """import numpy as np
-from fedlib import data, tables
-from fedlib.config import RunConfig
-configs = []
-missing = data.missing_dataset_message("cifar100", data_dir)
-if missing:
-    print(f"skipping the runs: {missing}")
-if not missing:
+def missing_data_grid(params: dict) -> list[RunConfig]:
+    """A grid that skips its runs when CIFAR-100 is missing and gives FEMNIST a client per writer."""
+    data_dir = params["data_dir"]
+    if data.missing_dataset_message("cifar100", data_dir):
+        return []
     writers = len(np.unique(data.load_dataset("femnist", data_dir=data_dir, digits_only=True).train_groups))
     configs = [RunConfig(dataset="cifar100", model="cnn2", clients=10, rounds=2, seed=s, data_dir=data_dir)
-               for s in seeds]
-    configs.append(RunConfig(dataset="femnist", model="lenet5", partition="natural", clients=writers, rounds=2,
-                             dataset_options={"digits_only": True}, data_dir=data_dir))
-"""
+               for s in params["seeds"]]
+    return configs + [RunConfig(dataset="femnist", model="lenet5", partition="natural", clients=writers, rounds=2,
+                                dataset_options={"digits_only": True}, data_dir=data_dir)]
 
 
-def test_runs_on_missing_data_are_declared_and_reported_with_the_reason(tmp_path, fake_probes, capsys):
+def test_runs_on_missing_data_are_declared_and_reported_with_the_reason(tmp_path, fake_probes, capsys, registered):
     empty = tmp_path / "no_data"
     empty.mkdir()
-    path = notebook(tmp_path / "notebooks", "table8", MISSING_DATA_GRID,
-                    "if configs:\n    tables.describe_plan(configs)")
+    registered("table8", missing_data_grid)
+    path = notebook(tmp_path / "notebooks", "table8", "if configs:\n    " + PLAN_CELL)
     configs = plan.declared_configs(path, {"data_dir": str(empty), "seeds": [0, 1]})
     assert [c.dataset for c in configs] == ["cifar100", "cifar100", "femnist"], "declared without the data"
     assert configs[-1].clients == 3383, "every writer of FEMNIST's published digit split"
@@ -190,12 +222,9 @@ def test_runs_on_missing_data_are_declared_and_reported_with_the_reason(tmp_path
     assert "CPU-hours" in text and "estimated for cpu (" in text
 
 
-
 def test_a_notebooks_own_plan_probes_only_fedavg_per_dataset_and_model(tmp_path, fake_probes, capsys):
-    from fedlib import tables
-
     base = RunConfig(dataset="digits", model="mlp", clients=2, rounds=10, device="cpu")
-    described = tables.describe_plan([base.replace(method=m) for m in FAKE_RATES], tmp_path / "results")
+    described = report.describe_plan([base.replace(method=m) for m in FAKE_RATES], tmp_path / "results")
     assert fake_probes == [("digits", "mlp", "fedavg")], "seconds, not a probe per method, in a smoke notebook"
     assert described["hours"] == pytest.approx(3 * 10 * timing.images_per_round(base) * FAKE_RATES["fedavg"] / 3600)
     assert "CPU-hours on cpu (" in capsys.readouterr().out

@@ -8,8 +8,9 @@ from torch import nn
 from fedlib import prediction_stats as ps
 from fedlib import store
 from fedlib.config import RunConfig
-from fedlib.engine import run, sample_clients
+from fedlib.engine import run
 from fedlib.errors import FedlibError
+from fedlib.state import sample_clients
 
 
 def tiny_config(**changes) -> RunConfig:

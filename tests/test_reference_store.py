@@ -37,7 +37,7 @@ def test_a_published_run_is_served_from_the_reference_store_without_checkpoint(t
     assert not (tmp_path / "fresh").exists(), "served, not trained"
     with pytest.raises(FedlibError, match="no checkpoint"):
         served.global_state()
-    assert experiments.plan([cfg], tmp_path / "fresh")["stored"] == 1
+    assert store.is_stored(cfg, tmp_path / "fresh")
 
 
 def test_an_unfinished_run_cannot_be_published(tmp_path):

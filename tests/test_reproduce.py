@@ -84,6 +84,33 @@ def test_publish_writes_the_committed_folders_and_their_index(repo: Path):
     assert index["fig1_good.csv"]["profile"] == "quick"
 
 
+@pytest.mark.notebook
+def test_injected_folders_name_no_absolute_path_of_the_checkout(repo: Path, tmp_path_factory, monkeypatch):
+    pytest.importorskip("papermill")
+    monkeypatch.chdir(tmp_path_factory.mktemp("elsewhere"))  # the caller stands outside the repository
+    [run] = run_notebooks("quick", "good", notebooks_dir=repo / "notebooks", kernel="python3", log_output=False,
+                          publish=True, results_dir=repo / "results", data_dir=repo / "data")
+    assert run.ok, run.note
+    assert (repo / "tables" / "seen.txt").read_text() == "quick auto 5"  # the folders still resolve
+    executed = json.loads(run.output_path.read_text())
+    [injected] = [c for c in executed["cells"] if "injected-parameters" in c["metadata"].get("tags", [])]
+    source = "".join(injected["source"])
+    assert 'tables_dir = "tables"' in source and 'results_dir = "results"' in source and 'data_dir = "data"' in source
+    assert str(repo) not in source and '"/' not in source
+    assert str(repo) not in json.dumps(executed["metadata"]["papermill"]["parameters"])
+
+
+def test_portable_parameters_keeps_folders_outside_the_repository(tmp_path: Path):
+    from fedlib.reproduce import portable_parameters
+
+    notebook = tmp_path / "repo" / "notebooks" / "fig1.ipynb"
+    given = {"profile": "quick", "figures_dir": str(tmp_path / "repo" / "output" / "quick" / "figures"),
+             "results_dir": str(tmp_path / "elsewhere"), "tables_dir": "tables", "device": "/dev/null"}
+    assert portable_parameters(given, notebook) == {**given, "figures_dir": "output/quick/figures"}
+    # a notebook outside a notebooks/ folder: its kernel resolves against another root, so nothing changes
+    assert portable_parameters(given, tmp_path / "repo" / "fig1.ipynb") == given
+
+
 def test_committed_folder_without_publish_exits_2(repo: Path, capsys):
     assert cli(repo, "--only", "good", "--tables", str(repo / "tables")) == 2
     assert cli(repo, "--only", "good", "-p", "figures_dir", "figures/sub") == 2
@@ -249,3 +276,38 @@ def test_index_outputs_leaves_files_named_after_another_notebook(tmp_path):
     index_outputs(tmp_path, "table", "fedcsd_fig7_tsne", "quick", since, stems)
     index = json.loads((tmp_path / "index.json").read_text())
     assert set(index) == {"fedcsd_fig7_tsne.csv", "fedcsd_fig7_extra.csv"}
+
+
+def test_committed_readmes_name_the_publishing_command_that_regenerates_them():
+    import re
+    import shlex
+
+    from fedlib.notebook import REPO_ROOT
+    from fedlib.reproduce import build_parser
+
+    readmes = [p for kind in ("figures", "tables") for p in (REPO_ROOT / kind).rglob("README.md")
+               if (p.parent / "index.json").exists()]
+    assert len(readmes) >= 2
+    for readme in readmes:
+        text = readme.read_text()
+        index = json.loads((readme.parent / "index.json").read_text())
+        [command] = re.findall(r"`(\./reproduce\.sh [^`]*)`", text)
+        args = build_parser().parse_args(shlex.split(command)[1:])
+        assert args.publish, readme
+        profiles = {row["profile"] for row in index.values()}
+        assert args.profile == (profiles.pop() if len(profiles) == 1 else "PROFILE"), readme
+        kind = readme.relative_to(REPO_ROOT).parts[0]
+        given = getattr(args, kind)  # --figures / --tables: this very folder, else the default one
+        assert (REPO_ROOT / given if given else REPO_ROOT / kind) == readme.parent, readme
+
+
+def test_publish_note_for_a_subfolder_names_both_folders(monkeypatch):
+    from fedlib.notebook import REPO_ROOT
+    from fedlib.reproduce import publish_note
+
+    monkeypatch.setenv("FEDLIB_RENDER_ONLY", "1")
+    note = publish_note(REPO_ROOT / "tables" / "paper", "table", {"a.csv": {"profile": "paper"}})
+    assert "`./reproduce.sh --profile paper --render-only --publish --figures figures/paper --tables tables/paper`" in note
+    monkeypatch.delenv("FEDLIB_RENDER_ONLY")
+    note = publish_note(REPO_ROOT / "figures", "figure", {"a.png": {"profile": "quick"}, "b.png": {"profile": "smoke"}})
+    assert "`./reproduce.sh --profile PROFILE --publish` with each file's profile below" in note

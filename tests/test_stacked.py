@@ -13,6 +13,7 @@ import torch
 from fedlib import engine, stacked
 from fedlib.config import RunConfig
 from fedlib.errors import FedlibError
+from fedlib.state import build_run_model, sample_clients
 
 ATOL = 1e-5
 PKD_ARGS = {"warmup_rounds": 0, "expert_rounds": 1, "groups": [[0, 1], [2, 3, 4]]}
@@ -42,7 +43,7 @@ def run_both(cfg: RunConfig, max_stack: int | None = None):
     if max_stack is None:
         stk_metrics = engine.run_round(stk_server, stk_alg)
     else:  # same as run_round, with a capped stack
-        clients = engine.sample_clients(cfg.seed, 0, cfg.clients, cfg.participation)
+        clients = sample_clients(cfg.seed, 0, cfg.clients, cfg.participation)
         stk_server.round_clients = clients
         updates = stacked.train_round(stk_server, stk_alg, clients, cfg.lr, max_stack=max_stack)
         stk_server.model.load_state_dict(stk_alg.aggregate(stk_server, updates))
@@ -155,7 +156,7 @@ def test_which_methods_stack():
 
 
 def test_too_little_memory_is_a_clear_error():
-    model = engine.build_run_model(tiny_config(), engine.load_run_dataset(tiny_config()))
+    model = build_run_model(tiny_config(), engine.load_run_dataset(tiny_config()))
     sample = torch.zeros(1, 1, 28, 28)
     assert stacked.stack_size(model, sample, 16, 10, torch.device("cpu"), budget=1 << 40) == 10
     needed = stacked.bytes_per_client(model, sample, 16)

@@ -15,6 +15,7 @@ import torch
 
 from fedlib import cli, engine, store
 from fedlib.config import RunConfig
+from fedlib.state import sample_clients
 
 REPO = Path(__file__).resolve().parent.parent
 PER_CLIENT_METHODS = ["moon", "scaffold", "fedcurv"]
@@ -83,7 +84,7 @@ def test_a_run_in_progress_writes_only_the_clients_that_trained(tmp_path):
     before = {p.name: p.stat().st_mtime_ns for p in (folder / "clients").iterdir()}
     quiet_run(cfg, tmp_path, stop_after=5)
     after = {p.name: p.stat().st_mtime_ns for p in (folder / "clients").iterdir()}
-    trained = set(engine.sample_clients(cfg.seed, 4, cfg.clients, cfg.participation))
+    trained = set(sample_clients(cfg.seed, 4, cfg.clients, cfg.participation))
     rewritten = {int(name.split("-")[0]) for name in set(after) - set(before)}
     assert rewritten == trained
     assert all(after[name] == before[name] for name in set(after) & set(before)), "an unchanged client was rewritten"
@@ -161,7 +162,7 @@ def test_an_exception_while_checkpointing_leaves_the_previous_checkpoint(tmp_pat
     assert store.RunRecord(folder).read_checkpoint()["round"] == 2  # the previous one, whole
     assert not list(folder.glob(".*.tmp")) and not list((folder / "clients").glob(".*.tmp"))
     strays = {p.name for p in (folder / "clients").iterdir()} - committed
-    assert len(strays) <= len(engine.sample_clients(cfg.seed, 2, cfg.clients, cfg.participation))
+    assert len(strays) <= len(sample_clients(cfg.seed, 2, cfg.clients, cfg.participation))
     resumed = quiet_run(cfg, tmp_path / "b")
     assert without_seconds(resumed.rounds) == without_seconds(reference.rounds)
     assert_same_tree(reference.global_state(), resumed.global_state(), "final model")
@@ -202,7 +203,7 @@ def test_a_process_killed_before_its_commit_leaves_one_loadable_checkpoint(tmp_p
     strays = set(clients) - committed
     # beside the committed checkpoint: the dead writer's temporary checkpoint.pt and the client
     # files of its round only, never a second copy of every client's state
-    assert len(strays) <= len(engine.sample_clients(cfg.seed, 1, cfg.clients, cfg.participation))
+    assert len(strays) <= len(sample_clients(cfg.seed, 1, cfg.clients, cfg.participation))
     assert len(list(folder.glob(".checkpoint.pt.*.tmp"))) == 1
     resumed = quiet_run(cfg, tmp_path / "b")
     assert without_seconds(resumed.rounds) == without_seconds(reference.rounds)

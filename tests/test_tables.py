@@ -1,11 +1,11 @@
-"""fedlib.tables: plan estimate, settings, paper layout, paper-vs-ours comparison, saving."""
+"""fedlib.tables: the papers' settings and metrics, paper layout, paper-vs-ours comparison, costs."""
 
 import math
 
 import pandas as pd
 import pytest
 
-from fedlib import store, tables, timing
+from fedlib import tables, timing
 from fedlib.config import RunConfig
 from fedlib.engine import RunResult
 from fedlib.errors import FedlibError
@@ -22,74 +22,11 @@ def fake_result(cfg: RunConfig, curve: list[float], class_accuracy=(0.5, 1.0)) -
     return RunResult(cfg, rounds, summary)
 
 
-def store_result(cfg: RunConfig, results_dir, seconds: float) -> None:
-    record = store.RunRecord(store.run_dir(cfg, results_dir))
-    record.write_config(cfg)
-    record.write_summary({"train_seconds": seconds, "rounds_run": cfg.rounds})
-
-
 def test_setting_label_names_partitions_as_the_papers_do():
     assert tables.setting_label(BASE.replace(partition="dirichlet", beta=0.05)) == "partition=dirichlet;beta=0.05"
     assert tables.setting_label(BASE.replace(partition="shards", shards_per_client=3)) == "partition=shards;s=3"
     assert tables.setting_label(BASE.replace(partition="quantity", classes_per_client=2)) == "partition=quantity;s=2"
     assert tables.setting_label(BASE.replace(partition="iid")) == "partition=iid"
-
-
-def test_method_grid_gives_each_method_its_own_arguments():
-    configs = tables.method_grid(BASE, ["fedavg", "fedntd"], {"fedntd": {"beta": 0.1}}, seed=[0, 1], beta=[0.1, 0.5])
-    assert len(configs) == 8
-    assert {c.method_args.get("beta") for c in configs if c.method == "fedntd"} == {0.1}
-    assert all(c.method_args == {} for c in configs if c.method == "fedavg")
-
-
-@pytest.fixture
-def fake_probes(tmp_path, monkeypatch):
-    """Probes answer 0.01 s per image at once (their cache in a temporary FEDLIB_CACHE); the
-    list records the kinds probed."""
-    probed = []
-
-    def probe(cfg, device="auto", clients=timing.PROBE_CLIENTS):
-        probed.append(timing.cost_key(cfg))
-        return 0.01
-
-    monkeypatch.setenv("FEDLIB_CACHE", str(tmp_path / "cache"))
-    monkeypatch.setattr(timing, "probe_seconds_per_image", probe)
-    return probed
-
-
-def test_plan_estimates_hours_from_stored_seconds_per_round(tmp_path, capsys):
-    configs = [BASE.replace(method=m, seed=s) for m in ("fedavg", "fedprox") for s in (0, 1)]
-    store_result(configs[0], tmp_path, seconds=40.0)  # fedavg: 10 s per round
-    store_result(configs[2], tmp_path, seconds=80.0)  # fedprox: 20 s per round
-    plan = tables.describe_plan(configs, tmp_path, probe=False)
-    assert (plan["runs"], plan["stored"], plan["to_run"]) == (4, 2, 2)
-    assert plan["hours"] == pytest.approx((4 * 10 + 4 * 20) / 3600)
-    out = capsys.readouterr().out
-    assert "2 to run" in out and "CPU-hours on cpu (" in out
-
-
-def test_plan_with_nothing_stored_probes_fedavg_on_the_datas_shape(tmp_path, fake_probes):
-    plan = tables.describe_plan([BASE.replace(rounds=3, seed=s) for s in (0, 1)], tmp_path)
-    assert fake_probes == [("digits", "mlp", "fedavg")], "one probe for the kind, not one per run"
-    assert plan["hours"] == pytest.approx(2 * 3 * timing.images_per_round(BASE) * 0.01 / 3600)
-
-
-def test_plan_scales_the_measured_time_by_each_configs_work(tmp_path, fake_probes):
-    stored = BASE.replace(method="fedavg")
-    store_result(stored, tmp_path, seconds=40.0)  # 10 s per round at 1 epoch, full participation
-    longer = BASE.replace(method="fedprox", local_epochs=3)  # 3x the work; as costly per image as FedAvg here
-    fewer = BASE.replace(method="fedavg", participation=0.5, seed=1)  # half the clients per round
-    plan = tables.describe_plan([stored, longer, fewer], tmp_path)
-    assert plan["hours"] == pytest.approx((4 * 30 + 4 * 5) / 3600)
-    assert ("digits", "mlp", "fedavg") not in fake_probes, "FedAvg on digits/mlp is measured by the stored run"
-
-
-def test_plan_probes_each_unmeasured_model_once(tmp_path, fake_probes):
-    store_result(BASE, tmp_path, seconds=4.0)  # the mlp is measured: 1 s per round
-    cnn = RunConfig(dataset="digits", model="lenet5", clients=2, rounds=4, device="cpu")
-    plan = tables.describe_plan([BASE, cnn, cnn.replace(seed=1), BASE.replace(seed=1)], tmp_path)
-    assert fake_probes == [("digits", "lenet5", "fedavg")], "only the model without stored runs is probed, once"
-    assert plan["hours"] == pytest.approx((2 * 4 * timing.images_per_round(cnn) * 0.01 + 4 * 1.0) / 3600)
 
 
 def test_metric_column_follows_each_papers_convention():
@@ -163,14 +100,6 @@ def test_compare_with_paper_rejects_a_malformed_paper_frame():
     mean, std, _ = layout_from_fake_runs()
     with pytest.raises(FedlibError, match="lacks column"):
         tables.compare_with_paper(mean, std, pd.DataFrame({"method": ["fedavg"]}))
-
-
-def test_save_tables_writes_csv_and_markdown(tmp_path):
-    _, _, text = layout_from_fake_runs()
-    paths = tables.save_tables({"demo": text}, tmp_path)
-    assert sorted(p.name for p in paths) == ["demo.csv", "demo.md"]
-    assert "**70.50 ± 0.50**" in (tmp_path / "demo.md").read_text()
-    assert not math.isnan(pd.read_csv(tmp_path / "demo.csv", header=[0, 1], index_col=0).shape[0])
 
 
 def test_class_metric_frame_gives_pkd_max_ave_min_rows():

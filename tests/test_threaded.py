@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from fedlib import engine, stacked, threaded
+from fedlib.client_training import fit_client
 from fedlib.config import RunConfig
 
 PKD_ARGS = {"warmup_rounds": 0, "expert_rounds": 1, "groups": [[0, 1], [2, 3, 4]]}
@@ -56,7 +57,7 @@ def test_threads_match_sequential(method, args):
 
 def test_the_round_really_uses_several_threads(monkeypatch):
     seen = set()
-    original = engine.fit_client
+    original = fit_client
 
     def recording(*args, **kwargs):
         import threading

@@ -2,6 +2,11 @@
 
 ``build_algorithm("fedlmd+fedprox", {"beta": 1.0, "mu": 0.01}, dataset="cifar10")`` composes
 methods with ``+`` (see :mod:`fedlib.algorithms.base` for which hooks combine and how).
+
+The registry sits below :mod:`fedlib.config`, which resolves method names and arguments through
+it: it imports neither the contract (:mod:`fedlib.algorithms.base`) nor any method statically.
+The method modules are loaded by name on first use, and every class here is a subclass of
+``base.Algorithm``, asked for its contract through its own class methods.
 """
 
 from __future__ import annotations
@@ -10,18 +15,17 @@ import importlib
 import pkgutil
 from typing import Any
 
-from fedlib.algorithms.base import EXCLUSIVE_HOOKS, Algorithm
 from fedlib.errors import FedlibError, one_of
 
-_REGISTRY: dict[str, type[Algorithm]] = {}
+_REGISTRY: dict[str, type] = {}
 _ALIASES: dict[str, str] = {}
 _LOADED = False
 
 
-def register(cls: type[Algorithm] | None = None, *, aliases: tuple[str, ...] = ()):
+def register(cls: type | None = None, *, aliases: tuple[str, ...] = ()):
     """Class decorator: make a method selectable by its ``name`` (and aliases)."""
 
-    def wrap(klass: type[Algorithm]) -> type[Algorithm]:
+    def wrap(klass: type) -> type:
         _REGISTRY[klass.name] = klass
         for alias in aliases:
             _ALIASES[alias] = klass.name
@@ -47,7 +51,7 @@ def method_names(include_aliases: bool = True) -> list[str]:
     return sorted(set(_REGISTRY) | (set(_ALIASES) if include_aliases else set()))
 
 
-def get_class(name: str) -> type[Algorithm]:
+def get_class(name: str) -> type:
     """The class registered under ``name`` (alias resolved); FedlibError if unknown."""
     _load_all()
     canonical = _ALIASES.get(name, name)
@@ -56,16 +60,12 @@ def get_class(name: str) -> type[Algorithm]:
     return _REGISTRY[canonical]
 
 
-def _overrides(klass: type[Algorithm], hook: str) -> bool:
-    return getattr(klass, hook) is not getattr(Algorithm, hook)
-
-
-def compose(parts: list[type[Algorithm]]) -> type[Algorithm]:
+def compose(parts: list[type]) -> type:
     """One class whose hooks come from ``parts`` (first part first in the MRO)."""
     if len(parts) == 1:
         return parts[0]
-    for hook in EXCLUSIVE_HOOKS:
-        owners = [p.name for p in parts if _overrides(p, hook)]
+    for hook in parts[0].exclusive_hooks:
+        owners = [p.name for p in parts if p.hook_owner(hook) is not None]
         if len(owners) > 1:
             raise FedlibError(f"cannot combine {' and '.join(owners)}: both define the {hook!r} hook")
     defaults: dict[str, Any] = {}
@@ -103,13 +103,13 @@ def canonical_method(method: str) -> str:
     return "+".join(kept)
 
 
-def method_class(method: str) -> type[Algorithm]:
+def method_class(method: str) -> type:
     """The (possibly composed) class for a method string such as ``"fedvls+fedexp"``."""
     parts = [get_class(part.strip()) for part in method.split("+")]
     return compose(parts)
 
 
-def resolve_hparams(klass: type[Algorithm], args: dict[str, Any], dataset: str | None = None) -> dict[str, Any]:
+def resolve_hparams(klass: type, args: dict[str, Any], dataset: str | None = None) -> dict[str, Any]:
     """Defaults <- the paper's per-dataset defaults <- the user's arguments, type-checked."""
     unknown = sorted(set(args) - set(klass.defaults))
     if unknown:
@@ -157,11 +157,11 @@ def check_method(method: str, args: dict[str, Any], dataset: str | None = None, 
         klass.check_run(hparams, cfg)
 
 
-def build_algorithm(method: str, args: dict[str, Any] | None = None, dataset: str | None = None) -> Algorithm:
-    """Instantiate a method (or composition) with its resolved hyperparameters."""
+def build_algorithm(method: str, args: dict[str, Any] | None = None, dataset: str | None = None) -> Any:
+    """Instantiate a method (or composition), an ``Algorithm``, with its resolved hyperparameters."""
     klass = method_class(method)
     return klass(resolve_hparams(klass, dict(args or {}), dataset))
 
 
-__all__ = ["Algorithm", "register", "method_names", "get_class", "method_class", "canonical_method", "compose",
+__all__ = ["register", "method_names", "get_class", "method_class", "canonical_method", "compose",
            "build_algorithm", "check_method", "resolve_hparams"]

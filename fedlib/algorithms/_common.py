@@ -11,13 +11,10 @@ FedLMD, FedVLS and FedAvg+KD distil from, one per round, cached on the server.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import torch
 from torch import Tensor, nn
 
-if TYPE_CHECKING:  # pragma: no cover
-    from fedlib.engine import ServerState
+from fedlib.state import ServerState
 
 GLOBAL_TEACHER = "global"  # the key under which teachers of the received global model live
 # ``teacher_mode`` of the methods that distil from the received global model: "eval" uses
@@ -85,7 +82,7 @@ def full_kl(teacher_logits: Tensor, student_logits: Tensor, tau: float = 1.0) ->
 
 
 # ---------------------------------------------------------------------- teachers
-def global_teacher(server: "ServerState", train_mode: bool = False, key: str = GLOBAL_TEACHER) -> nn.Module:
+def global_teacher(server: ServerState, train_mode: bool = False, key: str = GLOBAL_TEACHER) -> nn.Module:
     """A frozen copy of the global model the clients of this round received.
 
     One module per ``key`` is kept in ``server.cache`` (not in ``server.extras``: it is rebuilt
@@ -105,7 +102,7 @@ def global_teacher(server: "ServerState", train_mode: bool = False, key: str = G
     return teacher
 
 
-def round_cache(server: "ServerState", key: str) -> dict:
+def round_cache(server: ServerState, key: str) -> dict:
     """A dict in ``server.cache`` that starts empty in every round (objects built for this
     round's clients: per-client teachers, per-round totals)."""
     entry = server.cache.get(key)

@@ -1,44 +1,61 @@
-"""The algorithm interface: a federated method is a handful of hooks on top of FedAvg.
+"""The method contract: every hook a federated method may override, and the rules it keeps.
 
-The engine owns the loop (sample clients, train locally, aggregate, evaluate, checkpoint) and
-calls these hooks at fixed points. A method overrides only what its paper changes:
+The engine owns the loop (sample clients, train them locally, aggregate, evaluate, checkpoint)
+and calls these hooks at fixed points; a method overrides only what its paper changes.
+Methods combine by composition (``"fedlmd+fedprox"``): a hook marked *one* comes from the
+single part that overrides it (two parts overriding it is an error), a hook marked *each* runs
+for every part through ``super()``.
 
-=====================  ===========================================================  ==========
-hook                   when the engine calls it                                     example
-=====================  ===========================================================  ==========
-``setup``              once, before round 0 (server state lives in ``server.extras``) FedCSD
-``client_context``     before a client trains: attach teachers / per-client tensors  FedNTD
-``loss``               every local batch: the local objective from the outputs       FedVLS
-``penalty``            every local batch: a term on the parameters                    FedProx
-``before_step``        after backward, before the optimiser step: edit gradients     SCAFFOLD
-``train_step``         one whole local step (forward, backward, update)               FedSAM
-``client_upload``      after local training: extra things the client sends           SCAFFOLD
-``aggregate``          the server rule that turns client states into the new global   FedAvgM
-``end_round``          after aggregation: update server-side state                    FedCSD
-``round_metrics``      extra numbers to log for the round                             PKD
-=====================  ===========================================================  ==========
+==================  ===========================================================  =====  =========
+hook                when it runs                                                 parts  example
+==================  ===========================================================  =====  =========
+``setup``           once, before round 0: create state in ``server.extras``      each   FedCSD
+``client_context``  before a client trains: teachers, per-client tensors, state  each   FedNTD
+``make_optimizer``  before a client trains: its local optimiser                  one    MOON
+``loss``            every local batch: the objective from the outputs (rule 2)   one    FedVLS
+``penalty``         every local batch: a term on the parameters (rule 3)         one    FedProx
+``objective``       every local batch: forward passes, then loss + penalty       one
+``before_step``     after backward, before the optimiser step: edit gradients    one    SCAFFOLD
+``train_step``      one whole local step (forward, backward, update)             one    FedSAM
+``client_upload``   after local training: extra things the client sends          each   SCAFFOLD
+``aggregate``       the server rule: client states -> the new global state       one    FedAvgM
+``end_round``       after aggregation: update server-side state                  each   FedCSD
+``round_metrics``   after the round: extra numbers to log                        each   PKD
+``eval_model``      at evaluation: the network evaluated and reported            one    FedConcat
+==================  ===========================================================  =====  =========
 
-``loss`` is a pure function of tensors (student outputs, teacher outputs, labels and the
-client's tensors): no Python branching on tensor values, so it also runs on the stacked,
-many-clients-at-once path of the engine.
+Rules:
 
-Methods combine by composition (``"fedlmd+fedprox"``, ``"fedvls+fedsam"``): each hook comes from
-the one part that overrides it, hooks that accumulate (``setup``, ``client_context``,
-``client_upload``, ``end_round``, ``round_metrics``) run for every part through ``super()``.
-Two parts that override the same exclusive hook (two losses, two server rules) is an error.
+1. State lives in ``server.extras`` (what an exact resume needs, checkpointed) or
+   ``server.cache`` (rebuildable, never checkpointed), see :class:`fedlib.state.ServerState`;
+   a client's state lives in its :class:`ClientContext`; nothing lives on the method instance.
+2. ``loss`` is a function of tensors: no Python branching on tensor values, no host syncs
+   (``.item()``). It reads the outputs, the labels and ``ctx``'s ``class_counts``/``class_prior``,
+   ``tensors``, ``extras``, ``lr`` and ``round`` (not ``client_id``, ``num_samples`` nor
+   ``data``). Its one allowed side effect: replacing tensors or numbers that ``client_context``
+   put in ``ctx.extras`` (per-client counters carried from batch to batch, e.g. PKD's firing
+   counts). So the same loss runs on every backend, the stacked one (under vmap) included.
+3. ``penalty`` may run on the stacked backend only when the class defining it declares
+   ``pure_penalty = True``: it reads ``model.parameters()`` and ``ctx`` and nothing else.
+4. A method that must train its clients one after another says why in ``sequential_only``.
+   Overriding ``train_step``, ``before_step`` or ``objective``, or an undeclared penalty, does
+   the same (:meth:`Algorithm.sequential_reason`); the threads and stacked backends then fall
+   back to the sequential path with one warning. Nothing outside the method's class decides this.
+
+:class:`Observer` is the other, outside interface: analysis hooks that watch a run.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar, Iterator
+from typing import Any, ClassVar, Iterator, Protocol, Sequence
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-if TYPE_CHECKING:  # pragma: no cover
-    from fedlib.engine import ClientData, ServerState
+from fedlib.config import RunConfig
+from fedlib.state import ClientData, ServerState
 
 
 @dataclass
@@ -57,7 +74,7 @@ class ClientContext:
     round: int
     class_counts: Tensor  # (C,) float, this client's sample count per class
     num_samples: int
-    data: "ClientData"  # the client's local data (batches in eval or train mode)
+    data: ClientData  # the client's local data (batches in eval or train mode)
     lr: float = 0.0  # this round's local learning rate (after the per-round decay)
     teachers: dict[str, nn.Module] = field(default_factory=dict)  # run on every batch, no grad
     tensors: dict[str, Tensor] = field(default_factory=dict)  # per-client constants
@@ -121,9 +138,6 @@ COUNT = Range(1, None, integer=True)  # a positive whole number
 NON_NEGATIVE_COUNT = Range(0, None, integer=True)
 
 
-EXCLUSIVE_HOOKS = ("loss", "penalty", "before_step", "train_step", "aggregate", "make_optimizer")
-
-
 class Algorithm:
     """FedAvg, and the hooks every other method overrides. Subclasses set the class fields."""
 
@@ -137,9 +151,14 @@ class Algorithm:
     # allowed values of numeric hyperparameters, checked when the RunConfig is made,
     # e.g. {"alpha": UNIT_INTERVAL, "tau": POSITIVE}
     ranges: ClassVar[dict[str, Range]] = {}
-    # why the method must train its clients one after another on the sequential path (None:
-    # the threads and stacked paths may run it); each fast path warns once and falls back
+    # why the method must train its clients one after another on the sequential path (rule 4;
+    # None: the threads and stacked paths may run it); each fast path warns once and falls back
     sequential_only: ClassVar[str | None] = None
+    # set by the class that defines ``penalty`` when it reads only model.parameters() and ctx (rule 3)
+    pure_penalty: ClassVar[bool] = False
+    # the hooks marked "one" in the table: a composition takes each from its single overriding part
+    exclusive_hooks: ClassVar[tuple[str, ...]] = ("loss", "penalty", "before_step", "train_step", "aggregate",
+                                                  "make_optimizer", "objective", "eval_model")
     # arguments added after results were stored, with the value that reproduces the earlier
     # computation: at that value they stay out of the config hash (stored hashes do not move)
     later_defaults: ClassVar[dict[str, Any]] = {}
@@ -158,28 +177,50 @@ class Algorithm:
         return 0
 
     @classmethod
-    def check_run(cls, hparams: dict[str, Any], cfg: Any) -> None:
+    def check_run(cls, hparams: dict[str, Any], cfg: RunConfig) -> None:
         """Raise FedlibError (one line) when the resolved hyperparameters cannot work with the
         run's other settings (``cfg``: the RunConfig being made). Ranges are checked before."""
 
+    @classmethod
+    def hook_owner(cls, hook: str) -> type[Algorithm] | None:
+        """The class whose ``hook`` this method uses (None: FedAvg's, defined here)."""
+        for klass in cls.__mro__:
+            if hook in vars(klass):
+                return None if klass is Algorithm else klass
+        return None
+
+    @classmethod
+    def sequential_reason(cls) -> str | None:
+        """Why the clients must train one after another (rule 4; None: every backend may run it)."""
+        if cls.sequential_only:
+            return f"{cls.name}: {cls.sequential_only}"
+        for hook in ("train_step", "before_step", "objective"):
+            owner = cls.hook_owner(hook)
+            if owner is not None:
+                return f"{owner.name} overrides the {hook!r} hook"
+        owner = cls.hook_owner("penalty")
+        if owner is not None and not vars(owner).get("pure_penalty", False):
+            return f"{owner.name}'s penalty is not known to be a pure function of the parameters"
+        return None
+
     # ------------------------------------------------------------------ server side
-    def setup(self, server: "ServerState") -> None:
+    def setup(self, server: ServerState) -> None:
         """Create server-side state in ``server.extras`` (saved in every checkpoint)."""
 
-    def aggregate(self, server: "ServerState", updates: list[ClientUpdate]) -> dict[str, Tensor]:
+    def aggregate(self, server: ServerState, updates: list[ClientUpdate]) -> dict[str, Tensor]:
         """FedAvg: the sample-count-weighted mean of every state entry (BN buffers included)."""
         return weighted_average([u.state for u in updates], [u.num_samples for u in updates])
 
-    def end_round(self, server: "ServerState", updates: list[ClientUpdate]) -> None:
+    def end_round(self, server: ServerState, updates: list[ClientUpdate]) -> None:
         """Update server-side state after the new global model is in place."""
 
-    def round_metrics(self, server: "ServerState", updates: list[ClientUpdate]) -> dict[str, Any]:
+    def round_metrics(self, server: ServerState, updates: list[ClientUpdate]) -> dict[str, Any]:
         """Extra numbers to store with the round (means of the clients' own metrics by default)."""
         keys = sorted({k for u in updates for k in u.metrics})
         return {k: sum(u.metrics.get(k, 0.0) for u in updates) / len(updates) for k in keys}
 
     # ------------------------------------------------------------------ client side
-    def client_context(self, server: "ServerState", ctx: ClientContext) -> None:
+    def client_context(self, server: ServerState, ctx: ClientContext) -> None:
         """Attach teachers and per-client tensors to ``ctx`` before local training."""
 
     def make_optimizer(self, model: nn.Module, lr: float, momentum: float, weight_decay: float,
@@ -221,6 +262,37 @@ class Algorithm:
 
     def client_upload(self, model: nn.Module, ctx: ClientContext, update: ClientUpdate) -> None:
         """Add method-specific uploads to ``update.extras`` after local training."""
+
+    # ------------------------------------------------------------------ evaluation
+    def eval_model(self, server: ServerState) -> nn.Module:
+        """The network the run evaluates and reports (FedAvg: the global model)."""
+        return server.model
+
+
+# ---------------------------------------------------------------------- observers
+class Observer(Protocol):
+    """Watches a run from outside: ``engine.run(cfg, hooks=[observer])``. An observer defines any
+    of these methods (the others are skipped) and changes nothing it is handed, except that it
+    may add entries to a round's ``metrics`` (they are logged with the round). With observers,
+    the threads backend trains the clients sequentially."""
+
+    def on_round_start(self, server: ServerState, clients: list[int]) -> None:
+        """The round's clients are sampled; none has trained yet."""
+
+    def on_client_end(self, server: ServerState, ctx: ClientContext, model: nn.Module,
+                      update: ClientUpdate) -> None:
+        """A client finished: ``model`` holds its trained weights (until the next client)."""
+
+    def on_round_end(self, server: ServerState, updates: list[ClientUpdate], metrics: dict[str, Any]) -> None:
+        """The new global model is in place; ``metrics`` holds the round's training-side numbers."""
+
+
+def notify(observers: Sequence[Observer], event: str, *args: Any) -> None:
+    """Call ``event`` (``"on_round_start"``, ...) on every observer that defines it, in order."""
+    for observer in observers:
+        method = getattr(observer, event, None)
+        if method is not None:
+            method(*args)
 
 
 # ---------------------------------------------------------------------- helpers

@@ -40,7 +40,7 @@ stages. FedConcat cannot be combined with other methods ("fedconcat+x"): their h
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import torch
@@ -51,9 +51,7 @@ from fedlib.algorithms import register
 from fedlib.algorithms.base import (
     COUNT, NON_NEGATIVE_COUNT, Algorithm, ClientContext, ClientUpdate, weighted_average)
 from fedlib.errors import FedlibError
-
-if TYPE_CHECKING:  # pragma: no cover
-    from fedlib.engine import ServerState
+from fedlib.state import ServerState
 
 
 @register
@@ -68,7 +66,7 @@ class FedConcat(Algorithm):
     choices = {"head_init": ("random", "clusters")}
 
     # ------------------------------------------------------------------ server side
-    def setup(self, server: "ServerState") -> None:
+    def setup(self, server: ServerState) -> None:
         super().setup(server)
         distributions = label_distributions(np.asarray(server.data.partition.counts, dtype=np.float64))
         assignment = cluster_clients(distributions, self.hp["clusters"], server.cfg.seed)
@@ -93,11 +91,11 @@ class FedConcat(Algorithm):
             raise FedlibError(f"fedconcat needs 0 < encoder_rounds < rounds (got encoder_rounds={encoder_rounds}, "
                               f"rounds={cfg.rounds}); lower encoder_rounds or raise rounds")
 
-    def in_encoder_stage(self, server: "ServerState") -> bool:
+    def in_encoder_stage(self, server: ServerState) -> bool:
         """True while the cluster models train (rounds 0 .. encoder_rounds - 1)."""
         return server.round < self.hp["encoder_rounds"]
 
-    def aggregate(self, server: "ServerState", updates: list[ClientUpdate]) -> dict[str, Tensor]:
+    def aggregate(self, server: ServerState, updates: list[ClientUpdate]) -> dict[str, Tensor]:
         state = server.extras["fedconcat"]
         if not self.in_encoder_stage(server):
             heads = [u.extras["fedconcat_head"] for u in updates]
@@ -110,13 +108,13 @@ class FedConcat(Algorithm):
                                                                     [u.num_samples for u in members])
         return weighted_average([u.state for u in updates], [u.num_samples for u in updates])
 
-    def round_metrics(self, server: "ServerState", updates: list[ClientUpdate]) -> dict[str, Any]:
+    def round_metrics(self, server: ServerState, updates: list[ClientUpdate]) -> dict[str, Any]:
         metrics = super().round_metrics(server, updates)
         if server.round == 0:
             metrics["fedconcat_assignment"] = list(server.extras["fedconcat"]["assignment"])
         return metrics
 
-    def eval_model(self, server: "ServerState") -> nn.Module:
+    def eval_model(self, server: ServerState) -> nn.Module:
         """The concatenated cluster encoders and the current (or summed-logits) classifier."""
         encoders = self._encoders(server)
         head = self._head_module(server, encoders)
@@ -125,7 +123,7 @@ class FedConcat(Algorithm):
         return ConcatenatedModel(encoders, head).eval()
 
     # ------------------------------------------------------------------ client side
-    def client_context(self, server: "ServerState", ctx: ClientContext) -> None:
+    def client_context(self, server: ServerState, ctx: ClientContext) -> None:
         super().client_context(server, ctx)
         state = server.extras["fedconcat"]
         if self.in_encoder_stage(server):
@@ -175,7 +173,7 @@ class FedConcat(Algorithm):
                                                for k, v in ctx.extras["fedconcat_head"].state_dict().items()}
 
     # ------------------------------------------------------------------ helpers
-    def _encoders(self, server: "ServerState") -> list[nn.Module]:
+    def _encoders(self, server: ServerState) -> list[nn.Module]:
         """One frozen module per cluster, kept on the server and reloaded from the extras."""
         modules = server.cache.setdefault("fedconcat_encoders", [])
         while len(modules) < self.hp["clusters"]:
@@ -185,10 +183,10 @@ class FedConcat(Algorithm):
             module.eval()
         return modules[: self.hp["clusters"]]
 
-    def _head_module(self, server: "ServerState", encoders: list[nn.Module]) -> nn.Linear:
+    def _head_module(self, server: ServerState, encoders: list[nn.Module]) -> nn.Linear:
         return nn.Linear(sum(feature_width(e) for e in encoders), server.num_classes).to(server.device)
 
-    def _initial_head(self, server: "ServerState", encoders: list[nn.Module]) -> dict[str, Tensor]:
+    def _initial_head(self, server: ServerState, encoders: list[nn.Module]) -> dict[str, Tensor]:
         if self.hp["head_init"] == "clusters":
             return clusters_head_state(encoders)
         width = sum(feature_width(e) for e in encoders)

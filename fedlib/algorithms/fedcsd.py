@@ -73,7 +73,7 @@ from __future__ import annotations
 
 import math
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, Iterable, Iterator
+from typing import Any, Iterable, Iterator
 
 import torch
 import torch.nn.functional as F
@@ -82,9 +82,7 @@ from torch import Tensor, nn
 from fedlib.algorithms import register
 from fedlib.algorithms.base import POSITIVE, UNIT_INTERVAL, Algorithm, ClientContext, Outputs
 from fedlib.errors import FedlibError, one_of
-
-if TYPE_CHECKING:  # pragma: no cover
-    from fedlib.engine import ServerState
+from fedlib.state import ServerState, keyed_seed
 
 VARIANTS = ("paper", "official")
 MASK_TYPES = ("adaptive", "hard")
@@ -232,19 +230,19 @@ class FedCSD(Algorithm):
         return value == "train" or (value == "auto" and self.hp["variant"] == "official")
 
     # ------------------------------------------------------------------ server side
-    def setup(self, server: "ServerState") -> None:
+    def setup(self, server: ServerState) -> None:
         super().setup(server)
         if self.hp["use_tma"]:
             server.extras[TEACHER] = {k: v.detach().clone() for k, v in server.model.state_dict().items()}
 
-    def end_round(self, server: "ServerState", updates) -> None:
+    def end_round(self, server: ServerState, updates) -> None:
         super().end_round(server, updates)
         if self.hp["use_tma"]:
             server.extras[TEACHER] = moving_average(server.extras[TEACHER], server.model.state_dict(),
                                                     self.hp["alpha"])
 
     # ------------------------------------------------------------------ client side
-    def client_context(self, server: "ServerState", ctx: ClientContext) -> None:
+    def client_context(self, server: ServerState, ctx: ClientContext) -> None:
         super().client_context(server, ctx)
         cache = self._round_state(server)
         ctx.teachers[TEACHER] = cache["teacher"]
@@ -260,7 +258,7 @@ class FedCSD(Algorithm):
                           use_mask=hp["use_mask"], mask_type=hp["mask_type"])
 
     # ------------------------------------------------------------------ helpers
-    def _round_state(self, server: "ServerState") -> dict[str, Any]:
+    def _round_state(self, server: ServerState) -> dict[str, Any]:
         """One teacher and one set of prototypes per round, built when its first client asks and
         kept in ``server.cache`` (the teacher module is reused from round to round)."""
         cache = server.cache.get(CACHE)
@@ -274,7 +272,7 @@ class FedCSD(Algorithm):
                                        "prototypes": self._prototypes(server, teacher)}
         return cache
 
-    def _prototypes(self, server: "ServerState", teacher: nn.Module) -> dict[Any, Tensor]:
+    def _prototypes(self, server: ServerState, teacher: nn.Module) -> dict[Any, Tensor]:
         """P_k of every client of this round (Alg. 1 lines 3-5) and their average P_G (line 7)."""
         clients = server.round_clients  # set by the engine before the round's first client trains
         prototypes, holds = {}, []
@@ -288,13 +286,11 @@ class FedCSD(Algorithm):
         return prototypes
 
     @staticmethod
-    def _side_seed(server: "ServerState", client_id: int) -> int:
+    def _side_seed(server: ServerState, client_id: int) -> int:
         """The seed of a client's prototype pass, apart from its training stream."""
-        from fedlib.engine import keyed_seed  # the engine imports the algorithms
-
         return keyed_seed(server.cfg.seed, server.round, client_id, PROTOTYPE_STREAM)
 
-    def _prototype_batches(self, server: "ServerState", client_id: int) -> Iterator[tuple[Tensor, Tensor]]:
+    def _prototype_batches(self, server: ServerState, client_id: int) -> Iterator[tuple[Tensor, Tensor]]:
         """One pass over the client's data: augmented, shuffled training batches ("train") or the
         fixed-order unaugmented pass ("eval")."""
         data = server.data.client(client_id)
@@ -304,7 +300,7 @@ class FedCSD(Algorithm):
         return data.train_batches(server.cfg.batch_size, 1, generator)
 
     @torch.no_grad()
-    def _filtered_fraction(self, server: "ServerState", ctx: ClientContext, cache: dict) -> float:
+    def _filtered_fraction(self, server: ServerState, ctx: ClientContext, cache: dict) -> float:
         """Share of the client's samples the mask drops before local training (Fig. 5)."""
         if not self.hp["use_mask"]:
             return 0.0

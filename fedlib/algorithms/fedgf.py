@@ -33,8 +33,6 @@ another part's ``before_step`` edits the gradient taken at w_mix.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import torch
 from torch import Tensor, nn
 
@@ -42,9 +40,7 @@ from fedlib.algorithms import register
 from fedlib.algorithms._common import global_teacher
 from fedlib.algorithms.base import COUNT, NON_NEGATIVE, UNIT_INTERVAL, Algorithm, ClientContext, ClientUpdate
 from fedlib.algorithms.fedsam import ascent_perturbation, frozen_batchnorm_stats
-
-if TYPE_CHECKING:  # pragma: no cover
-    from fedlib.engine import ServerState
+from fedlib.state import ServerState
 
 ROUND_START = "fedgf_round_start"  # cache key of the global model the round's clients received
 
@@ -58,11 +54,11 @@ class FedGF(Algorithm):
     defaults = {"rho": 0.1, "g_rho": 0.1, "c_cos": 0.3, "window": 30}
     ranges = {"rho": NON_NEGATIVE, "g_rho": NON_NEGATIVE, "c_cos": UNIT_INTERVAL, "window": COUNT}
 
-    def setup(self, server: "ServerState") -> None:
+    def setup(self, server: ServerState) -> None:
         super().setup(server)
         server.extras["fedgf"] = {"indicators": [], "c": 0.0, "perturbed": None}
 
-    def client_context(self, server: "ServerState", ctx: ClientContext) -> None:
+    def client_context(self, server: ServerState, ctx: ClientContext) -> None:
         super().client_context(server, ctx)
         global_teacher(server, key=ROUND_START)  # snapshot w_t once per round for end_round
         state = server.extras["fedgf"]
@@ -89,7 +85,7 @@ class FedGF(Algorithm):
         optimizer.step()
         return value.detach()
 
-    def end_round(self, server: "ServerState", updates: list[ClientUpdate]) -> None:
+    def end_round(self, server: ServerState, updates: list[ClientUpdate]) -> None:
         super().end_round(server, updates)
         previous = global_teacher(server, key=ROUND_START)  # w_t, cached this round
         names = [name for name, _ in server.model.named_parameters()]
@@ -102,7 +98,7 @@ class FedGF(Algorithm):
         state["perturbed"] = global_perturbed_model(old, new, self.hp["g_rho"])
         state["divergence"] = divergence
 
-    def round_metrics(self, server: "ServerState", updates: list[ClientUpdate]) -> dict:
+    def round_metrics(self, server: ServerState, updates: list[ClientUpdate]) -> dict:
         metrics = super().round_metrics(server, updates)
         metrics["fedgf_divergence"] = float(server.extras["fedgf"]["divergence"])
         return metrics

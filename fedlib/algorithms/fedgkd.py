@@ -15,17 +15,13 @@ gamma = 0.1, tau = 1. The FedCSD paper tuned the weight for its own experiments 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 
 from fedlib.algorithms import register
 from fedlib.algorithms.base import COUNT, NON_NEGATIVE, POSITIVE, Algorithm, ClientContext, Outputs
-
-if TYPE_CHECKING:  # pragma: no cover
-    from fedlib.engine import ServerState
+from fedlib.state import ServerState
 
 HISTORY = "fedgkd_history"
 TEACHER = "fedgkd_teacher"
@@ -65,16 +61,16 @@ class FedGKD(Algorithm):
     defaults = {"gamma": 0.1, "tau": 1.0, "buffer_size": 5}
     ranges = {"gamma": NON_NEGATIVE, "tau": POSITIVE, "buffer_size": COUNT}
 
-    def setup(self, server: "ServerState") -> None:
+    def setup(self, server: ServerState) -> None:
         super().setup(server)
         server.extras[HISTORY] = push_history([], server.model.state_dict(), int(self.hp["buffer_size"]))
 
-    def end_round(self, server: "ServerState", updates) -> None:
+    def end_round(self, server: ServerState, updates) -> None:
         super().end_round(server, updates)
         server.extras[HISTORY] = push_history(server.extras[HISTORY], server.model.state_dict(),
                                               int(self.hp["buffer_size"]))
 
-    def client_context(self, server: "ServerState", ctx: ClientContext) -> None:
+    def client_context(self, server: ServerState, ctx: ClientContext) -> None:
         super().client_context(server, ctx)
         ctx.teachers[TEACHER] = self._teacher(server)
 
@@ -82,7 +78,7 @@ class FedGKD(Algorithm):
              teacher_out: dict[str, Outputs]) -> Tensor:
         return local_loss(out.logits, teacher_out[TEACHER].logits, labels, self.hp["gamma"], self.hp["tau"])
 
-    def _teacher(self, server: "ServerState"):
+    def _teacher(self, server: ServerState):
         """One frozen ensemble teacher per round, reused by every client of the round."""
         entry = server.cache.get("fedgkd_teacher")  # rebuilt from the history: not checkpointed
         if entry is not None and entry[0] == server.round:

@@ -20,8 +20,6 @@ The global prototypes live in ``server.extras`` so a resumed run keeps them.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
@@ -29,9 +27,7 @@ from torch import Tensor, nn
 from fedlib.algorithms import register
 from fedlib.algorithms.base import NON_NEGATIVE, Algorithm, ClientContext, ClientUpdate, Outputs
 from fedlib.errors import FedlibError
-
-if TYPE_CHECKING:  # pragma: no cover
-    from fedlib.engine import ClientData, ServerState
+from fedlib.state import ClientData, ServerState
 
 PROTOTYPES = "fedproto_prototypes"  # (C, D) global prototypes
 AVAILABLE = "fedproto_available"  # (C,) 1.0 where class c has a global prototype
@@ -47,7 +43,7 @@ def local_loss(logits: Tensor, features: Tensor, labels: Tensor, prototypes: Ten
 
 
 @torch.no_grad()
-def class_feature_sums(model: nn.Module, data: "ClientData", num_classes: int,
+def class_feature_sums(model: nn.Module, data: ClientData, num_classes: int,
                        feature_dim: int) -> tuple[Tensor, Tensor]:
     """Per-class sums of the penultimate features (C, D) and per-class counts (C,)."""
     sums = torch.zeros(num_classes, feature_dim, device=data.indices.device)
@@ -77,7 +73,7 @@ class FedProto(Algorithm):
     defaults = {"lam": 1.0}
     ranges = {"lam": NON_NEGATIVE}
 
-    def setup(self, server: "ServerState") -> None:
+    def setup(self, server: ServerState) -> None:
         super().setup(server)
         feature_dim = getattr(server.model, "feature_dim", None)
         if feature_dim is None:
@@ -85,7 +81,7 @@ class FedProto(Algorithm):
         server.extras[PROTOTYPES] = torch.zeros(server.num_classes, feature_dim, device=server.device)
         server.extras[AVAILABLE] = torch.zeros(server.num_classes, device=server.device)
 
-    def client_context(self, server: "ServerState", ctx: ClientContext) -> None:
+    def client_context(self, server: ServerState, ctx: ClientContext) -> None:
         super().client_context(server, ctx)
         ctx.tensors[PROTOTYPES] = server.extras[PROTOTYPES]
         ctx.tensors[AVAILABLE] = server.extras[AVAILABLE]
@@ -104,7 +100,7 @@ class FedProto(Algorithm):
         model.train(was_training)
         update.extras["fedproto_sums"], update.extras["fedproto_counts"] = sums, counts
 
-    def end_round(self, server: "ServerState", updates: list[ClientUpdate]) -> None:
+    def end_round(self, server: ServerState, updates: list[ClientUpdate]) -> None:
         super().end_round(server, updates)
         prototypes, available = aggregate_prototypes([u.extras["fedproto_sums"] for u in updates],
                                                      [u.extras["fedproto_counts"] for u in updates])

@@ -23,6 +23,7 @@ class FedProx(Algorithm):
     paper = "Li et al., MLSys 2020"
     defaults = {"mu": 0.01}
     ranges = {"mu": NON_NEGATIVE}
+    pure_penalty = True  # reads model.parameters() and ctx only: the stacked path may run it
 
     def client_context(self, server, ctx: ClientContext) -> None:
         super().client_context(server, ctx)

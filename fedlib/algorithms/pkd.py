@@ -47,7 +47,7 @@ samples (epochs counted) for which expert g fired (Fig. 11).
 from __future__ import annotations
 
 import itertools
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import Any, Iterator, Sequence
 
 import torch
 import torch.nn.functional as F
@@ -55,14 +55,12 @@ from torch import Tensor, nn
 
 from fedlib.algorithms import register
 from fedlib.algorithms.base import (
-    NON_NEGATIVE, NON_NEGATIVE_COUNT, POSITIVE, Algorithm, ClientContext, Range,
-    ClientUpdate, Outputs, weighted_average)
+    NON_NEGATIVE, NON_NEGATIVE_COUNT, POSITIVE, Algorithm, ClientContext, ClientUpdate, Outputs, Range)
+from fedlib.client_training import fit_client, seeded_batches
 from fedlib.errors import one_of
+from fedlib.state import ClientData, ServerState, keyed_seed, sample_clients
 from fedlib.weak_classes import (GROUPINGS, check_groups, class_statistics, discover_groups,
                                  feature_distances, misclassification_probabilities)
-
-if TYPE_CHECKING:  # pragma: no cover
-    from fedlib.engine import ServerState
 
 EXPERT_KEY = 7717  # mixed into the seeds of expert training, apart from the run's own rounds
 
@@ -128,7 +126,7 @@ def partial_kd_loss(student_logits: Tensor, expert_logits_per_group: Sequence[Te
 
 
 # ====================================================================== expert training
-def train_expert(server: "ServerState", group: Sequence[int], rounds: int, local_epochs: int,
+def train_expert(server: ServerState, group: Sequence[int], rounds: int, local_epochs: int,
                  expert_index: int = 0, init: str = "scratch") -> tuple[dict[str, Tensor], float]:
     """Train one |g|-output expert by FedAvg on the samples of ``group``'s classes.
 
@@ -136,8 +134,6 @@ def train_expert(server: "ServerState", group: Sequence[int], rounds: int, local
     share of the participating clients' samples that belong to the group). Clients with no
     sample of the group sit the round out; ``init="global"`` starts the body from the global model.
     """
-    from fedlib.engine import keyed_seed
-
     torch.manual_seed(keyed_seed(server.cfg.seed, EXPERT_KEY, expert_index))
     expert = server.new_model(num_classes=len(group))
     if init == "global":
@@ -148,15 +144,19 @@ def train_expert(server: "ServerState", group: Sequence[int], rounds: int, local
     return expert.state_dict(), cost
 
 
-def _expert_round(server: "ServerState", expert: nn.Module, local: nn.Module, group: Sequence[int],
-                  round_index: int, local_epochs: int, expert_index: int) -> float:
-    """One FedAvg round of an expert (updated in place); returns the round's cost in U."""
-    from fedlib.engine import keyed_seed, sample_clients
+_FEDAVG = Algorithm()  # an expert's local training: plain FedAvg (cross-entropy, the run's SGD)
 
+
+def _expert_round(server: ServerState, expert: nn.Module, local: nn.Module, group: Sequence[int],
+                  round_index: int, local_epochs: int, expert_index: int) -> float:
+    """One FedAvg round of an expert (updated in place) by :mod:`fedlib.client_training`, seeded
+    apart from the run's rounds; returns the round's cost in U."""
     cfg = server.cfg
     clients = sample_clients(keyed_seed(cfg.seed, EXPERT_KEY, expert_index), round_index, cfg.clients,
                              cfg.participation)
-    states, weights, total = [], [], 0
+    label_map = torch.full((server.num_classes,), -1, dtype=torch.long, device=server.device)
+    label_map[list(group)] = torch.arange(len(group), device=server.device)
+    updates, total = [], 0
     for k in clients:
         client = server.data.client(k)
         total += client.num_samples
@@ -164,20 +164,19 @@ def _expert_round(server: "ServerState", expert: nn.Module, local: nn.Module, gr
         if subset.num_samples == 0:
             continue
         local.load_state_dict(expert.state_dict())
-        _train_local(local, subset, group, cfg.lr * cfg.lr_decay ** round_index, local_epochs,
-                     keyed_seed(cfg.seed, EXPERT_KEY, expert_index, round_index, k), server)
-        states.append({name: v.detach().clone() for name, v in local.state_dict().items()})
-        weights.append(subset.num_samples)
-    if not states:
+        seed = keyed_seed(cfg.seed, EXPERT_KEY, expert_index, round_index, k)
+        batches = _relabelled(seeded_batches(subset, cfg.batch_size, local_epochs, seed), label_map)
+        ctx = ClientContext(client_id=k, round=round_index, class_counts=subset.class_counts,
+                            num_samples=subset.num_samples, data=subset, lr=cfg.lr * cfg.lr_decay ** round_index)
+        updates.append(fit_client(server, _FEDAVG, ctx, batches, local))
+    if not updates:
         return 0.0
-    expert.load_state_dict(weighted_average(states, weights))
-    return (local_epochs / cfg.local_epochs) * sum(weights) / max(total, 1)
+    expert.load_state_dict(_FEDAVG.aggregate(server, updates))
+    return (local_epochs / cfg.local_epochs) * sum(u.num_samples for u in updates) / max(total, 1)
 
 
-def _group_subset(client: Any, group: Sequence[int]) -> Any:
-    """The client's data restricted to the group's classes (a ClientData over fewer indices)."""
-    from fedlib.engine import ClientData
-
+def _group_subset(client: ClientData, group: Sequence[int]) -> ClientData:
+    """The client's data restricted to the group's classes."""
     labels = client.data.train_y[client.indices]
     keep = torch.isin(labels, torch.as_tensor(list(group), device=labels.device))
     counts = torch.zeros_like(client.class_counts)
@@ -185,20 +184,10 @@ def _group_subset(client: Any, group: Sequence[int]) -> Any:
     return ClientData(client.data, client.indices[keep], counts)
 
 
-def _train_local(model: nn.Module, subset: Any, group: Sequence[int], lr: float, epochs: int,
-                 seed: int, server: "ServerState") -> None:
-    """Local SGD on cross-entropy over the group's classes, labels remapped to 0..|g|-1."""
-    cfg = server.cfg
-    label_map = torch.full((server.num_classes,), -1, dtype=torch.long, device=server.device)
-    label_map[list(group)] = torch.arange(len(group), device=server.device)
-    torch.manual_seed(seed)
-    generator = torch.Generator(device=server.device).manual_seed(seed)
-    optimizer = torch.optim.SGD(model.parameters(), lr=lr, momentum=cfg.momentum, weight_decay=cfg.weight_decay)
-    model.train()
-    for x, y in subset.train_batches(cfg.batch_size, epochs, generator):
-        optimizer.zero_grad(set_to_none=True)
-        F.cross_entropy(model(x), label_map[y]).backward()
-        optimizer.step()
+def _relabelled(batches: Iterator[tuple[Tensor, Tensor]], label_map: Tensor) -> Iterator[tuple[Tensor, Tensor]]:
+    """The batches with the group's labels remapped to the expert's outputs 0..|g|-1."""
+    for x, y in batches:
+        yield x, label_map[y]
 
 
 # ====================================================================== the method
@@ -230,20 +219,20 @@ class PKD(Algorithm):
                "grouping": GROUPINGS, "expert_init": ("scratch", "global")}
 
     # ------------------------------------------------------------------ server side
-    def setup(self, server: "ServerState") -> None:
+    def setup(self, server: ServerState) -> None:
         super().setup(server)
         check_groups(self.hp["groups"], server.num_classes)
         server.extras.setdefault("cost_units", 0.0)
         server.extras.setdefault("cost_units_pending", 0.0)
 
-    def prepare_experts(self, server: "ServerState") -> None:
+    def prepare_experts(self, server: ServerState) -> None:
         """Stage 2 (once, at the first PKD round): discover the groups and train their experts."""
         if "pkd_experts" in server.extras:
             return
         with torch.random.fork_rng(devices=[server.device] if server.device.type == "cuda" else []):
             self._discover_and_train(server)
 
-    def _discover_and_train(self, server: "ServerState") -> None:
+    def _discover_and_train(self, server: ServerState) -> None:
         stats = class_statistics(server.model, _all_local_batches(server), server.num_classes)
         confusion = misclassification_probabilities(stats, self.hp["confusion"])
         distances = feature_distances(stats)
@@ -265,7 +254,7 @@ class PKD(Algorithm):
         })
         server.extras["cost_units_pending"] += cost
 
-    def expert_modules(self, server: "ServerState") -> list[nn.Module]:
+    def expert_modules(self, server: ServerState) -> list[nn.Module]:
         """Frozen expert networks built from ``server.extras`` once and cached on the server."""
         cache = server.cache.setdefault("pkd_experts", {})
         states = server.extras["pkd_experts"]
@@ -278,7 +267,7 @@ class PKD(Algorithm):
             cache.update(states=states, modules=modules)
         return cache["modules"]
 
-    def end_round(self, server: "ServerState", updates: list[ClientUpdate]) -> None:
+    def end_round(self, server: ServerState, updates: list[ClientUpdate]) -> None:
         super().end_round(server, updates)
         fired = sum(float(u.extras.get("pkd_fired", torch.zeros(0)).sum()) for u in updates)
         seen = sum(int(u.extras.get("pkd_seen", 0)) for u in updates)
@@ -287,7 +276,7 @@ class PKD(Algorithm):
         server.extras["cost_units_round"] = round_cost
         server.extras["cost_units"] += round_cost
 
-    def round_metrics(self, server: "ServerState", updates: list[ClientUpdate]) -> dict[str, Any]:
+    def round_metrics(self, server: ServerState, updates: list[ClientUpdate]) -> dict[str, Any]:
         metrics = super().round_metrics(server, updates)
         metrics["cost_units"] = server.extras["cost_units_round"]
         metrics["cost_units_total"] = server.extras["cost_units"]
@@ -305,7 +294,7 @@ class PKD(Algorithm):
     def in_pkd_stage(self, round_index: int) -> bool:
         return round_index >= self.hp["warmup_rounds"]
 
-    def client_context(self, server: "ServerState", ctx: ClientContext) -> None:
+    def client_context(self, server: ServerState, ctx: ClientContext) -> None:
         super().client_context(server, ctx)
         if not self.in_pkd_stage(ctx.round):
             return
@@ -344,7 +333,7 @@ class PKD(Algorithm):
 
 
 # ====================================================================== helpers
-def _all_local_batches(server: "ServerState"):
+def _all_local_batches(server: ServerState):
     """Every client's training data in eval mode (the clients' discovery pass, summed)."""
     clients = (server.data.client(k) for k in range(server.cfg.clients))
     return itertools.chain.from_iterable(c.eval_batches() for c in clients if c.num_samples)

@@ -1,0 +1,155 @@
+"""The PKD grids (Tables 1-10 and the loss-normalisation pilot): FedAvg, baselines and PKD.
+
+Each function takes a notebook's parameters (``fedlib.notebook.apply_profile``) and returns its
+runs; the parameters cell of the notebook says what each parameter means. Notebooks filling
+several paper tables get :class:`TableRun` rows, which say the table and row of each run.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Mapping
+
+import numpy as np
+
+from fedlib import data, experiments
+from fedlib.config import RunConfig
+from fedlib.grids.base import method_grid, run_config
+
+SHARED = ("rounds", "local_epochs", "batch_size", "lr", "momentum", "max_train_samples", "max_test_samples")
+SETTING_ONLY = ("table", "targets")  # keys of a setting that are no RunConfig field
+
+
+@dataclass(frozen=True)
+class TableRun:
+    """One run of a notebook that fills several paper tables."""
+
+    table: int  # the paper table it fills
+    label: str  # its row there
+    extra_setting: str  # the pairs the paper's setting adds to the partition ("clients=10;model=vgg9")
+    config: RunConfig
+
+
+def pkd_args(p: Mapping, lam: float, **more) -> dict:
+    """PKD's arguments: warm-up and expert rounds, temperature, ``lam`` and ``more``."""
+    return {"warmup_rounds": p["warmup_rounds"], "expert_rounds": p["expert_rounds"], "T": p["temperature"],
+            "lam": lam, **more}
+
+
+def _table_pkd_args(p: Mapping, dataset: str) -> dict:
+    """PKD's arguments on ``dataset`` in Tables 1-4, 6-7, 9-10 (the same set as the PKD figure
+    notebooks, so their stored runs are reused), with the weak-class groups pinned for it, if any."""
+    groups = {"groups": p["pkd_groups"][dataset]} if dataset in p["pkd_groups"] else {}
+    return pkd_args(p, p["pkd_lam"][dataset], **groups)
+
+
+def setting_base(p: Mapping, setting: Mapping) -> RunConfig:
+    """The base of one column setting of Tables 1-4, 6-7, 9-10: the shared fields and the
+    network of its dataset, overridden by the setting's own fields (clients, model, ...)."""
+    fields = {k: v for k, v in setting.items() if k not in SETTING_ONLY}
+    return run_config(p, *SHARED, "clients", "classes_per_client",
+                      **{"model": p["models"][fields["dataset"]], **fields})
+
+
+# ---------------------------------------------------------------------- Tables 1-4
+def table1_4_runs(p: Mapping) -> list[TableRun]:
+    """Tables 1-4: every method x seed on each setting; the network joins the paper's setting
+    where the setting names one (Table 2)."""
+    runs = []
+    for setting in p["settings"]:
+        base = setting_base(p, setting)
+        for cfg in method_grid(base, p["methods"], {"pkd": _table_pkd_args(p, base.dataset)}, seed=p["seeds"]):
+            extra = f"clients={cfg.clients}" + (f";model={base.model}" if "model" in setting else "")
+            runs.append(TableRun(setting["table"], cfg.method, extra, cfg))
+    return runs
+
+
+def table1_4_class_accuracy(p: Mapping) -> list[RunConfig]:
+    """The runs of :func:`table1_4_runs`."""
+    return [run.config for run in table1_4_runs(p)]
+
+
+# ---------------------------------------------------------------------- Tables 6-7 and 9-10
+def table_rows_runs(p: Mapping) -> list[TableRun]:
+    """Each table's rows (``table_rows``) on its setting: a row's config changes (``rows``) x seed;
+    a row fedlib does not implement (None) has no runs."""
+    table_rows = {int(table): labels for table, labels in p["table_rows"].items()}  # papermill passes keys as text
+    runs = []
+    for setting in p["settings"]:
+        base = setting_base(p, setting)
+        for label in table_rows[setting["table"]]:
+            if p["rows"][label] is None:  # not implemented: the paper's row only
+                continue
+            changes = dict(p["rows"][label])
+            args = _table_pkd_args(p, base.dataset) if changes["method"] == "pkd" else changes.pop("method_args", {})
+            for cfg in experiments.grid(base.replace(**changes, method_args=args), seed=p["seeds"]):
+                runs.append(TableRun(setting["table"], label, f"clients={cfg.clients}", cfg))
+    return runs
+
+
+def table6_7_baselines(p: Mapping) -> list[RunConfig]:
+    """Tables 6-7 (baselines against PKD): the runs of :func:`table_rows_runs`."""
+    return [run.config for run in table_rows_runs(p)]
+
+
+def table9_10_cost(p: Mapping) -> list[RunConfig]:
+    """Tables 9-10 (the cost to reach a minimum class accuracy): the runs of :func:`table_rows_runs`."""
+    return [run.config for run in table_rows_runs(p)]
+
+
+# ---------------------------------------------------------------------- Tables 5 and 8
+def table5_femnist(p: Mapping) -> list[RunConfig]:
+    """Table 5: every method x client fraction x seed on FEMNIST; every writer a client when
+    ``clients`` is None (the paper); no runs when the data are missing here."""
+    dataset, options = p["dataset"], p["dataset_options"]
+    if data.missing_dataset_message(dataset, p["data_dir"]):
+        return []
+    clients = p["clients"]
+    if clients is None:  # every writer of the training set, as in the paper
+        clients = len(np.unique(data.load_dataset(dataset, data_dir=p["data_dir"], **options).train_groups))
+    base = run_config(p, *SHARED, "dataset", "model", "partition", "beta", clients=clients, dataset_options=options)
+    return method_grid(base, p["methods"], {"pkd": pkd_args(p, p["pkd_lam"])}, participation=p["fractions"],
+                       seed=p["seeds"])
+
+
+def table8_runs(p: Mapping) -> list[TableRun]:
+    """Table 8: per seed, FedAvg and PKD with each number G of weak-class groups given an expert;
+    none when the data are missing here."""
+    if data.missing_dataset_message(p["dataset"], p["data_dir"]):
+        return []
+    base = run_config(p, *SHARED, "dataset", "model", "clients", partition="balanced")
+    clients, runs = p["clients"], []
+    for seed in p["seeds"]:
+        runs.append(TableRun(8, "fedavg", f"clients={clients}", base.replace(method="fedavg", seed=seed)))
+        for groups in p["max_groups"]:
+            pkd = base.replace(method="pkd", method_args=pkd_args(p, p["pkd_lam"], max_groups=groups), seed=seed)
+            runs.append(TableRun(8, f"pkd G={groups}", f"clients={clients};max_groups={groups}", pkd))
+    return runs
+
+
+def table8_cifar100(p: Mapping) -> list[RunConfig]:
+    """The runs of :func:`table8_runs`."""
+    return [run.config for run in table8_runs(p)]
+
+
+# ---------------------------------------------------------------------- the pilot
+def variant_name(variant: Mapping) -> str:
+    """'pkd fired T^2' style label of one loss normalisation of the pilot."""
+    return f"pkd {variant['normalise']}" + (" T^2" if variant["t_squared"] else "")
+
+
+def pilot_runs(p: Mapping) -> dict[tuple[str, int], RunConfig]:
+    """(variant name, seed) -> run: FedAvg and PKD with each loss normalisation (``variants``), on a
+    balanced partition, scored on a held-out 10 % of the training set."""
+    base = run_config(p, "dataset", "model", "clients", "rounds", "local_epochs", "batch_size", "lr", "momentum",
+                      "max_train_samples", partition="balanced", dataset_options={"split": "holdout_10"})
+    args = pkd_args(p, p["lam"], groups=p["groups"])
+    return {(name, seed): cfg for seed in p["seeds"] for name, cfg in
+            [("fedavg", base.replace(method="fedavg", seed=seed))] +
+            [(variant_name(v), base.replace(method="pkd", method_args={**args, **v}, seed=seed))
+             for v in p["variants"]]}
+
+
+def pilot_loss_normalisation(p: Mapping) -> list[RunConfig]:
+    """The runs of :func:`pilot_runs`."""
+    return list(pilot_runs(p).values())

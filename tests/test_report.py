@@ -1,0 +1,98 @@
+"""fedlib.report: a notebook's plan (runs, stored, hours), its settings table, showing and saving tables."""
+
+import pandas as pd
+import pytest
+
+from fedlib import report, store, timing
+from fedlib.config import RunConfig
+
+BASE = RunConfig(dataset="digits", model="mlp", clients=2, rounds=4, device="cpu")
+
+
+def store_result(cfg: RunConfig, results_dir, seconds: float) -> None:
+    record = store.RunRecord(store.run_dir(cfg, results_dir))
+    record.write_config(cfg)
+    record.write_summary({"train_seconds": seconds, "rounds_run": cfg.rounds})
+
+
+@pytest.fixture
+def fake_probes(tmp_path, monkeypatch):
+    """Probes answer 0.01 s per image at once (their cache in a temporary FEDLIB_CACHE); the
+    list records the kinds probed."""
+    probed = []
+
+    def probe(cfg, device="auto", clients=timing.PROBE_CLIENTS):
+        probed.append(timing.cost_key(cfg))
+        return 0.01
+
+    monkeypatch.setenv("FEDLIB_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(timing, "probe_seconds_per_image", probe)
+    return probed
+
+
+# ---------------------------------------------------------------------- the plan
+def test_plan_estimates_hours_from_stored_seconds_per_round(tmp_path, capsys):
+    configs = [BASE.replace(method=m, seed=s) for m in ("fedavg", "fedprox") for s in (0, 1)]
+    store_result(configs[0], tmp_path, seconds=40.0)  # fedavg: 10 s per round
+    store_result(configs[2], tmp_path, seconds=80.0)  # fedprox: 20 s per round
+    plan = report.describe_plan(configs, tmp_path, probe=False)
+    assert (plan["runs"], plan["stored"], plan["to_run"]) == (4, 2, 2)
+    assert plan["hours"] == pytest.approx((4 * 10 + 4 * 20) / 3600)
+    out = capsys.readouterr().out
+    assert "2 to run" in out and "CPU-hours on cpu (" in out
+
+
+def test_plan_counts_a_run_declared_twice_once(tmp_path, fake_probes):
+    configs = [BASE.replace(seed=s) for s in (0, 1)]
+    plan = report.estimate_plan(configs + configs, tmp_path)
+    assert (plan["runs"], plan["stored"], plan["to_run"]) == (2, 0, 2)
+
+
+def test_plan_with_nothing_stored_probes_fedavg_on_the_datas_shape(tmp_path, fake_probes):
+    plan = report.describe_plan([BASE.replace(rounds=3, seed=s) for s in (0, 1)], tmp_path)
+    assert fake_probes == [("digits", "mlp", "fedavg")], "one probe for the kind, not one per run"
+    assert plan["hours"] == pytest.approx(2 * 3 * timing.images_per_round(BASE) * 0.01 / 3600)
+
+
+def test_plan_scales_the_measured_time_by_each_configs_work(tmp_path, fake_probes):
+    stored = BASE.replace(method="fedavg")
+    store_result(stored, tmp_path, seconds=40.0)  # 10 s per round at 1 epoch, full participation
+    longer = BASE.replace(method="fedprox", local_epochs=3)  # 3x the work; as costly per image as FedAvg here
+    fewer = BASE.replace(method="fedavg", participation=0.5, seed=1)  # half the clients per round
+    plan = report.describe_plan([stored, longer, fewer], tmp_path)
+    assert plan["hours"] == pytest.approx((4 * 30 + 4 * 5) / 3600)
+    assert ("digits", "mlp", "fedavg") not in fake_probes, "FedAvg on digits/mlp is measured by the stored run"
+
+
+def test_plan_probes_each_unmeasured_model_once(tmp_path, fake_probes):
+    store_result(BASE, tmp_path, seconds=4.0)  # the mlp is measured: 1 s per round
+    cnn = RunConfig(dataset="digits", model="lenet5", clients=2, rounds=4, device="cpu")
+    plan = report.describe_plan([BASE, cnn, cnn.replace(seed=1), BASE.replace(seed=1)], tmp_path)
+    assert fake_probes == [("digits", "lenet5", "fedavg")], "only the model without stored runs is probed, once"
+    assert plan["hours"] == pytest.approx((2 * 4 * timing.images_per_round(cnn) * 0.01 + 4 * 1.0) / 3600)
+
+
+# ---------------------------------------------------------------------- settings, showing, saving
+def test_settings_frame_lists_each_setting_in_order_with_its_value():
+    frame = report.settings_frame({"dataset / model": "digits / mlp", "seeds": 3, "betas": [0.1, 0.5]})
+    assert list(frame.columns) == ["setting", "value"]
+    assert frame["setting"].tolist() == ["dataset / model", "seeds", "betas"]
+    assert frame["value"].tolist() == ["digits / mlp", 3, [0.1, 0.5]]
+
+
+def test_markdown_flattens_column_levels_and_leaves_missing_cells_empty():
+    frame = pd.DataFrame({("cifar10", "beta=0.1"): ["**70.50**", None]}, index=pd.Index(["fedvls", "fedavg"],
+                                                                                      name="method"))
+    lines = report.markdown(frame).splitlines()
+    assert lines[0].startswith("| method") and lines[0].endswith("| cifar10 / beta=0.1 |")
+    assert lines[2:] == ["| fedvls | **70.50** |", "| fedavg |  |"]
+
+
+def test_save_tables_writes_csv_and_markdown_rounded_to_digits(tmp_path, capsys):
+    frame = pd.DataFrame({"accuracy": [70.4567, 61.0]}, index=pd.Index(["fedvls", "fedavg"], name="method"))
+    paths = report.save_tables({"demo": frame, "raw": frame}, tmp_path / "out", digits=None) + \
+        report.save_tables({"rounded": frame}, tmp_path / "out")
+    assert sorted(p.name for p in paths) == ["demo.csv", "demo.md", "raw.csv", "raw.md", "rounded.csv", "rounded.md"]
+    assert "| fedvls | 70.46 |" in (tmp_path / "out" / "rounded.md").read_text()
+    assert pd.read_csv(tmp_path / "out" / "raw.csv", index_col=0).loc["fedvls", "accuracy"] == 70.4567
+    assert "saved: " in capsys.readouterr().out
