@@ -39,7 +39,7 @@ from typing import Iterator, Sequence
 
 import pandas as pd
 
-from fedlib.config import RunConfig
+from fedlib.config import RunConfig, hash_with_unread_settings
 from fedlib.errors import FedlibError, one_line
 
 CSV_COLUMNS = ("hash", "notebooks", "dataset", "model", "method", "partition", "clients", "seeds", "data", "status",
@@ -398,6 +398,23 @@ def _cell(value):
 
 
 # ---------------------------------------------------------------------- many configs
+def rekey_old_hashes(csv_path: str | os.PathLike, configs: dict[str, tuple[RunConfig, Sequence[str]]]) -> dict[str, dict]:
+    """The CSV's rows by hash, after renaming rows that older code keyed by a config's hash with
+    every partition setting hashed (:func:`fedlib.config.hash_with_unread_settings`) to its hash
+    today, so a resumed dry run does not run them again; the file is rewritten if any moved."""
+    done = read_rows(csv_path)
+    moved = 0
+    for digest, (cfg, *_) in configs.items():
+        old = hash_with_unread_settings(cfg)
+        if old != digest and old in done and digest not in done:
+            done[digest] = {**done.pop(old), "hash": digest}
+            moved += 1
+    if moved:
+        _rewrite(Path(csv_path), done.values())
+        print(f"{csv_path}: {moved} rows written under an older config hash renamed to today's", flush=True)
+    return done
+
+
 def dry_run(configs: dict[str, tuple[RunConfig, Sequence[str]]], csv_path: str | os.PathLike, *,
             jobs: int = 1, limit: int | None = None, retry_errors: bool = False,
             timeout_s: float = DEFAULT_TIMEOUT_S, progress: bool = True, every_seed: bool = False) -> pd.DataFrame:
@@ -417,7 +434,7 @@ def dry_run(configs: dict[str, tuple[RunConfig, Sequence[str]]], csv_path: str |
     """
     if jobs < 0:
         raise FedlibError(f"jobs must be >= 0 (0: in this process), got {jobs}")
-    done = read_rows(csv_path)
+    done = rekey_old_hashes(csv_path, configs)
     if not every_seed:
         configs = seed_groups(configs, done)
     todo = [h for h in configs if h not in done or (retry_errors and done[h]["status"] != "ok")]

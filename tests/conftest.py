@@ -12,6 +12,19 @@ def torch_threads():
     torch.set_num_threads(previous)
 
 
+@pytest.fixture
+def one_thread(torch_threads):
+    """One intra-op thread: tiny models only lose time to thread hand-offs on a busy CPU, and the
+    sums run in one fixed order."""
+    torch_threads(1)
+
+
+@pytest.fixture
+def two_threads(torch_threads):
+    """Two intra-op threads, so the threads backend has two workers even on a one-core machine."""
+    torch_threads(2)
+
+
 @pytest.fixture(autouse=True)
 def _torch_threads_unchanged():
     """A test that changes torch's intra-op threads (an executor's thread budget, for one) hands

@@ -43,9 +43,7 @@ CASES = [(name, ARGS.get(name, {})) for name in method_names(include_aliases=Fal
 TOLERANCE = 1e-5  # float rounding of one round (batched kernels sum in another order)
 
 
-@pytest.fixture(autouse=True)
-def two_threads(torch_threads):
-    torch_threads(2)  # two worker threads even on a one-core machine
+pytestmark = pytest.mark.usefixtures("two_threads")
 
 
 def config(method: str, args: dict, backend: str) -> RunConfig:

@@ -7,7 +7,6 @@ import re
 import struct
 import subprocess
 import sys
-import warnings
 from pathlib import Path
 
 import pytest
@@ -15,22 +14,10 @@ import pytest
 from fedlib import cli, engine, export, listing
 from fedlib.config import RunConfig
 from fedlib.errors import FedlibError
+from tests.helpers import quiet_run, tiny_config
 
 REPO = Path(__file__).resolve().parents[1]
 main = cli.main
-
-
-def tiny(**changes) -> RunConfig:
-    base = dict(dataset="synthetic", model="mlp", partition="dirichlet", beta=0.5, clients=4, rounds=3,
-                local_epochs=1, batch_size=32, lr=0.05, momentum=0.5, seed=1, device="cpu")
-    base.update(changes)
-    return RunConfig(**base)
-
-
-def quiet_run(cfg, root, **kwargs):
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return engine.run(cfg, results_dir=root, progress=False, **kwargs)
 
 
 TINY_ARGV = ["run", "--dataset", "synthetic", "--model", "mlp", "--clients", "4", "--rounds", "4",
@@ -125,7 +112,7 @@ def test_cli_defaults_are_the_papers_shared_setting():
 
 # ====================================================================== run: summary, hint, store messages
 def fake_result(final: float, classes: int = 10, best_round: int = 0) -> engine.RunResult:
-    cfg = tiny(max_train_samples=200)
+    cfg = tiny_config(max_train_samples=200)
     summary = {"final_accuracy": final, "best_accuracy": final, "best_round": best_round,
                "class_accuracy": [final] * classes, "class_names": [str(c) for c in range(classes)]}
     return engine.RunResult(cfg, [], summary)
@@ -186,7 +173,7 @@ def test_interrupt_resume_and_serve_say_so_in_one_line_each(tmp_path, monkeypatc
 
 
 def test_engine_store_messages_only_with_progress(tmp_path, capsys):
-    cfg = tiny()
+    cfg = tiny_config()
     quiet_run(cfg, tmp_path, stop_after=1)
     assert "resuming" not in capsys.readouterr().err
     engine.run(cfg, results_dir=tmp_path, progress=True)
@@ -212,11 +199,11 @@ def test_interrupt_before_the_first_checkpoint(tmp_path, monkeypatch, capsys):
 def store_dir(tmp_path_factory):
     """Four runs: fedavg, fedprox(mu=0.1), the composition fedlmd+fedprox, and a partial one."""
     root = tmp_path_factory.mktemp("store")
-    runs = {"fedavg": tiny(), "fedprox": tiny(method="fedprox", method_args={"mu": 0.1}, lr=0.1),
-            "composed": tiny(method="fedlmd+fedprox", lr=0.02)}
+    runs = {"fedavg": tiny_config(), "fedprox": tiny_config(method="fedprox", method_args={"mu": 0.1}, lr=0.1),
+            "composed": tiny_config(method="fedlmd+fedprox", lr=0.02)}
     for cfg in runs.values():
         quiet_run(cfg, root)
-    runs["partial"] = tiny(seed=2, rounds=4, lr=0.03)
+    runs["partial"] = tiny_config(seed=2, rounds=4, lr=0.03)
     quiet_run(runs["partial"], root, stop_after=1)
     for age, cfg in enumerate(runs.values()):  # fedavg oldest ... partial newest
         for path in (root / cfg.hash()).iterdir():
@@ -403,3 +390,24 @@ def test_export_without_tensorboard_names_the_extra(monkeypatch):
     with pytest.raises(FedlibError, match=r"pip install 'fedlib\[export\]'") as caught:
         export.summary_api()
     assert "\n" not in str(caught.value)
+
+
+@pytest.mark.parametrize("argv, says", [
+    (["run", "--dataset", "synthetic", "--model", "mlp", "--method", "fedprox", "--method-arg", "mu=0.1",
+      "--method-arg", "mu=0.2"], "given twice"),
+    (["run", "--dataset", "synthetic", "--model", "mlp", "--seed", "99999999999999999999999"], "seed must be"),
+    (["run", "--dataset", "synthetic", "--model", "mlp", "--rounds", "1", "--device", "mps"], "MPS is not available"),
+])
+def test_cli_bad_inputs_exit_2_with_one_line(argv, says, capsys):
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert says in err and len(err.splitlines()) == 1
+
+
+def test_cli_results_on_a_file_is_one_line(tmp_path, capsys):
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    argv = ["run", "--dataset", "synthetic", "--model", "mlp", "--rounds", "1", "--quiet", "--results", str(blocker)]
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert "cannot write the results store" in err and len(err.splitlines()) == 1

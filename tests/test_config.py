@@ -1,10 +1,11 @@
-"""RunConfig validation, hashing and round trips; the method registry and composition."""
+"""RunConfig validation, hashing and round trips (the method registry is tested in
+tests/algorithms/test_registry.py)."""
 
 import pytest
 
-from fedlib.algorithms import build_algorithm, method_class, method_names
 from fedlib.config import RunConfig
 from fedlib.errors import FedlibError
+from tests.helpers import tiny_config
 
 
 def one_line(exc: pytest.ExceptionInfo) -> str:
@@ -75,16 +76,6 @@ def test_round_trips_through_dict_json_and_yaml():
         RunConfig.from_dict({"dataset": "mnist", "colour": "red"})
 
 
-def test_registry_and_composition():
-    assert {"fedavg", "fedprox"} <= set(method_names())
-    algorithm = build_algorithm("fedprox", {"mu": "0.5"})
-    assert algorithm.hp["mu"] == 0.5  # string from the CLI converted to float
-    combined = method_class("fedavg+fedprox")
-    assert combined.name == "fedavg+fedprox" and combined.defaults == {"mu": 0.01}
-    with pytest.raises(FedlibError):
-        method_class("fedprox+fedprox")  # the same penalty hook twice
-
-
 def test_explicit_defaults_and_omitted_arguments_hash_alike():
     assert RunConfig(method="fedprox").hash() == RunConfig(method="fedprox", method_args={"mu": 0.01}).hash()
     assert RunConfig(method="fedprox").hash() != RunConfig(method="fedprox", method_args={"mu": 0.1}).hash()
@@ -117,3 +108,23 @@ def test_backend_default_comes_from_the_environment(monkeypatch):
     assert RunConfig().backend == "auto", "the fast path is the default"
     monkeypatch.setenv("FEDLIB_BACKEND", "")
     assert RunConfig().backend == "auto", "an empty variable is no choice"
+
+
+@pytest.mark.parametrize("changes, says", [
+    ({"clients": "10"}, "clients must be a whole number"),
+    ({"lr": "0.1"}, "lr must be a number"),
+    ({"rounds": 1.5}, "rounds must be a whole number"),
+    ({"device": None}, "device must be a string"),
+    ({"seed": 99999999999999999999999}, "seed must be between"),
+    ({"seed": -1}, "seed must be between"),
+    ({"method_args": "mu=0.1"}, "method_args must be a dict"),
+    ({"method": "fedprox", "method_args": {"mu": [1, 2]}}, "fedprox argument mu=[1, 2]"),
+    ({"method": "fedprox", "method_args": {"mu": None}}, "fedprox argument mu=None"),
+    ({"method": "fedprox", "method_args": {"mu": True}}, "fedprox argument mu=True"),
+    ({"drop_last": "yes"}, "drop_last must be True or False"),
+    ({"lr": float("nan")}, "lr must be a number"),
+])
+def test_bad_config_values_are_one_line_errors(changes, says):
+    with pytest.raises(FedlibError) as caught:
+        tiny_config(**changes)
+    assert says in str(caught.value) and "\n" not in str(caught.value)

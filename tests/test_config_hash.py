@@ -14,6 +14,7 @@ import pytest
 from fedlib import cli, engine, store
 from fedlib.config import RunConfig, hash_with_unread_settings, unread_partition_defaults
 from fedlib.partition import FIELDS_READ, PARTITIONS, SCHEME_SETTINGS, make_partition
+from tests.helpers import tiny_config
 
 # a value off the default for every partition setting, valid for RunConfig
 OFF_DEFAULT = {"beta": 0.1, "shards_per_client": 5, "classes_per_client": 1, "quantity_split": "official",
@@ -79,10 +80,7 @@ def _no_reference_store(monkeypatch):
     monkeypatch.setenv("FEDLIB_REFERENCE", "off")
 
 
-def tiny(**changes) -> RunConfig:
-    base = dict(dataset="synthetic", model="mlp", partition="iid", clients=4, rounds=2, local_epochs=1,
-                batch_size=32, lr=0.05, seed=1, device="cpu", backend="sequential")
-    return RunConfig(**{**base, **changes})
+PLAIN_IID = dict(partition="iid", rounds=2, momentum=0.0, backend="sequential")
 
 
 @pytest.fixture(scope="module")
@@ -91,13 +89,13 @@ def trained(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("trained")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return engine.run(tiny(), results_dir=root, progress=False).folder
+        return engine.run(tiny_config(PLAIN_IID), results_dir=root, progress=False).folder
 
 
 def stored_as_old_code(trained: Path, root: Path, rounds: int | None = None, **changes) -> str:
     """A copy of the trained run with ``changes`` in its config, laid out as code before the rule
     wrote it: folder and summary under the old hash; ``rounds``: an unfinished run of that many."""
-    cfg = tiny(**changes)
+    cfg = tiny_config(PLAIN_IID, **changes)
     old = hash_with_unread_settings(cfg)
     folder = root / old
     shutil.copytree(trained, folder)
@@ -116,7 +114,7 @@ def snapshot(root: Path) -> dict:
 
 
 def test_migration_renames_an_old_hash_folder_and_the_run_is_served_again(trained, tmp_path):
-    cfg = tiny(beta=0.1)
+    cfg = tiny_config(PLAIN_IID, beta=0.1)
     old = stored_as_old_code(trained, tmp_path, beta=0.1)
     assert old != cfg.hash()
     with pytest.warns(UserWarning, match=f"fedlib migrate --results {tmp_path}"):
@@ -126,7 +124,8 @@ def test_migration_renames_an_old_hash_folder_and_the_run_is_served_again(traine
     assert sorted(p.name for p in tmp_path.iterdir()) == [cfg.hash()]
     assert json.loads((tmp_path / cfg.hash() / "summary.json").read_text())["config_hash"] == cfg.hash()
     before = engine.stored_trainings()
-    served = engine.run(tiny(beta=0.3), results_dir=tmp_path, progress=False)  # beta is unread: the same run
+    # beta is unread: the same run
+    served = engine.run(tiny_config(PLAIN_IID, beta=0.3), results_dir=tmp_path, progress=False)
     assert served.folder == tmp_path / cfg.hash() and engine.stored_trainings() == before
 
 
@@ -146,7 +145,7 @@ def test_migration_is_idempotent_and_dry_run_changes_nothing(trained, tmp_path):
 def test_runs_that_now_coincide_keep_the_finished_one_and_set_the_other_aside(trained, tmp_path):
     finished = stored_as_old_code(trained, tmp_path, beta=0.1)
     unfinished = stored_as_old_code(trained, tmp_path, rounds=1, beta=0.3)
-    new = tiny().hash()
+    new = tiny_config(PLAIN_IID).hash()
     migration = store.migrate_hashes(tmp_path)
     assert migration.renamed == [(finished, new)] and migration.set_aside == [(unfinished, new)]
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted([new, store.ASIDE_DIR])
@@ -191,7 +190,7 @@ def test_migration_refuses_with_one_line_and_leaves_stale_and_busy_folders_alone
 def test_fedlib_migrate_reports_each_rename(trained, tmp_path, capsys):
     old = stored_as_old_code(trained, tmp_path, beta=0.1)
     assert cli.main(["migrate", "--results", str(tmp_path), "--dry-run"]) == 0
-    assert f"renamed {old} -> {tiny().hash()}" in capsys.readouterr().out and (tmp_path / old).exists()
+    assert f"renamed {old} -> {tiny_config(PLAIN_IID).hash()}" in capsys.readouterr().out and (tmp_path / old).exists()
     assert cli.main(["migrate", "--results-dir", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     assert "1 renamed" in out and not (tmp_path / old).exists()

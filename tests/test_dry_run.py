@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from fedlib import data, dry_run
-from fedlib.config import RunConfig
+from fedlib.config import RunConfig, hash_with_unread_settings
 from fedlib.errors import FedlibError
 
 
@@ -160,6 +160,20 @@ def test_a_group_whose_other_seed_was_run_before_is_not_run_again(tmp_path, monk
     configs = {cfg.hash(): (cfg, ["a"]) for cfg in (base.replace(seed=s) for s in (0, 1))}
     frame = dry_run.dry_run(configs, csv_path, jobs=0, progress=False)
     assert ran == [1] and frame["seeds"].tolist() == ["0 1"]
+
+
+def test_rows_written_under_an_older_config_hash_are_not_run_again(tmp_path, monkeypatch, capsys):
+    ran = []
+    monkeypatch.setattr(dry_run, "run_one", lambda cfg: ran.append(cfg.seed) or {"status": "ok", "data": "real"})
+    iid = RunConfig(dataset="digits", model="mlp", clients=4, rounds=1, partition="iid", beta=0.1)
+    old = hash_with_unread_settings(iid)
+    assert old != iid.hash(), "iid does not read beta: today's hash leaves it out"
+    csv_path = tmp_path / "dry_run.csv"
+    dry_run.append_row(csv_path, {"hash": old, "dataset": "digits", "status": "ok", "seconds": 1.5})
+    frame = dry_run.dry_run({iid.hash(): (iid, ["a"])}, csv_path, jobs=0, progress=False)
+    assert ran == [] and frame["hash"].tolist() == [iid.hash()] and frame["seconds"].tolist() == ["1.5"]
+    assert list(dry_run.read_rows(csv_path)) == [iid.hash()], "the file itself is rewritten"
+    assert "1 rows written under an older config hash" in capsys.readouterr().out
 
 
 def test_every_declared_partition_is_drawn_over_the_full_training_set(tmp_path):

@@ -1,4 +1,4 @@
-"""The federated loop: aggregation, keyed randomness, the results store, resume."""
+"""The federated loop: aggregation, the results store, resume, evaluation."""
 
 import json
 
@@ -7,42 +7,8 @@ import torch
 from torch import nn
 
 from fedlib import engine, store
-from fedlib.algorithms.base import weighted_average
 from fedlib.client_training import train_client
-from fedlib.config import RunConfig
-from fedlib.state import sample_clients
-
-
-def tiny_config(**changes) -> RunConfig:
-    base = dict(dataset="synthetic", model="mlp", partition="dirichlet", beta=0.5, clients=4,
-                rounds=3, local_epochs=1, batch_size=32, lr=0.05, momentum=0.5, seed=1, device="cpu")
-    base.update(changes)
-    return RunConfig(**base)
-
-
-def test_weighted_average_is_exact():
-    a, b = nn.Linear(2, 1), nn.Linear(2, 1)
-    with torch.no_grad():
-        a.weight.copy_(torch.tensor([[1.0, 2.0]])); a.bias.fill_(0.0)
-        b.weight.copy_(torch.tensor([[5.0, -2.0]])); b.bias.fill_(4.0)
-    averaged = weighted_average([a.state_dict(), b.state_dict()], [1, 3])
-    # (1*1 + 3*5)/4 = 4, (1*2 + 3*-2)/4 = -1, (0 + 3*4)/4 = 3
-    assert torch.equal(averaged["weight"], torch.tensor([[4.0, -1.0]]))
-    assert torch.equal(averaged["bias"], torch.tensor([3.0]))
-
-
-def test_integer_buffers_are_averaged_and_rounded():
-    states = [{"n": torch.tensor(2)}, {"n": torch.tensor(5)}]
-    assert weighted_average(states, [1, 1])["n"].dtype == torch.int64
-    assert int(weighted_average(states, [1, 2])["n"]) == 4  # (2 + 10) / 3 = 4
-
-
-def test_client_sampling_is_keyed_by_seed_and_round():
-    first = sample_clients(0, 5, 100, 0.1)
-    assert first == sample_clients(0, 5, 100, 0.1)
-    assert len(first) == 10 and first == sorted(set(first))
-    assert first != sample_clients(0, 6, 100, 0.1)
-    assert sample_clients(0, 0, 10, 1.0) == list(range(10))
+from tests.helpers import tiny_config
 
 
 def test_aggregation_equals_manual_fedavg_of_local_updates():
@@ -124,11 +90,6 @@ def test_a_diverging_run_stops_and_is_stored_as_diverged(tmp_path, monkeypatch):
         result = engine.run(cfg, results_dir=tmp_path, progress=False)
     assert result.summary["diverged"] is True and len(result.rounds) == 1
     assert store.RunRecord(tmp_path / cfg.hash()).read_summary()["diverged"] is True
-
-
-def test_weighted_average_of_empty_clients_keeps_their_state():
-    states = [{"w": torch.tensor([2.0])}, {"w": torch.tensor([2.0])}]
-    assert torch.equal(weighted_average(states, [0, 0])["w"], torch.tensor([2.0]))
 
 
 def test_hooks_see_every_round_even_for_a_stored_run(tmp_path):

@@ -21,25 +21,22 @@ from fedlib import executor, experiments, reproduce, store
 from fedlib.config import RunConfig
 from fedlib.errors import FedlibError
 from fedlib.executor import execute
+from tests.helpers import tiny_config
 
 TIMING_KEYS = ("seconds", "train_seconds")
 
 
-def tiny(**changes) -> RunConfig:
-    base = dict(dataset="digits", model="mlp", partition="dirichlet", beta=0.5, clients=4, rounds=3, local_epochs=1,
-                batch_size=32, lr=0.05, momentum=0.5, max_train_samples=400, max_test_samples=200, seed=0,
-                device="cpu")
-    base.update(changes)
-    return RunConfig(**base)
+DIGITS = dict(dataset="digits", max_train_samples=400, max_test_samples=200, seed=0)
 
 
 def grid_of_six() -> list[RunConfig]:
-    return experiments.grid(tiny(), method=["fedavg", "fedprox"], seed=[0, 1, 2])
+    return experiments.grid(tiny_config(DIGITS), method=["fedavg", "fedprox"], seed=[0, 1, 2])
 
 
 def slow_run() -> RunConfig:
     """About 0.25 s a round: long enough to be killed between two checkpoints."""
-    return tiny(rounds=8, local_epochs=2, batch_size=16, max_train_samples=None, max_test_samples=None, seed=1)
+    return tiny_config(DIGITS, rounds=8, local_epochs=2, batch_size=16, max_train_samples=None,
+                       max_test_samples=None, seed=1)
 
 
 def stored_metrics(cfg: RunConfig, root) -> tuple[list[dict], dict, dict]:
@@ -124,7 +121,7 @@ def test_a_run_that_fails_is_reported_once_and_the_others_finish(tmp_path, capsy
     empty = tmp_path / "no-data"
     empty.mkdir()
     monkeypatch.setenv("FEDLIB_CACHE", str(empty))  # MNIST in neither the cache nor the data folder
-    bad, good = tiny(dataset="mnist", data_dir=str(empty)), tiny(rounds=1)
+    bad, good = tiny_config(DIGITS, dataset="mnist", data_dir=str(empty)), tiny_config(DIGITS, rounds=1)
     outcomes = execute([bad, good], executor="serial", threads=1, results_dir=tmp_path / "store")
     assert [o.status for o in outcomes] == ["failed", "done"]
     assert outcomes[0].error.startswith("FedlibError: ") and "mnist" in outcomes[0].error.lower()
@@ -140,7 +137,7 @@ def test_run_all_on_local_workers_serves_the_results_and_raises_for_a_failed_run
     empty = tmp_path / "no-data"
     empty.mkdir()
     monkeypatch.setenv("FEDLIB_CACHE", str(empty))  # inherited by the spawned workers
-    bad = tiny(dataset="mnist", data_dir=str(empty))
+    bad = tiny_config(DIGITS, dataset="mnist", data_dir=str(empty))
     with pytest.raises(FedlibError, match=r"1 of 4 runs failed on local workers; first: \w+ \(fedavg on mnist\)"):
         experiments.run_all([bad] + configs, results_dir=tmp_path / "store", workers=2, threads=1, progress=False)
     assert_same_runs(configs, serial_store, tmp_path / "store")
@@ -150,7 +147,7 @@ def test_run_all_on_local_workers_serves_the_results_and_raises_for_a_failed_run
 
 @pytest.mark.slow
 def test_two_executors_on_one_store_never_train_the_same_run_twice(tmp_path):
-    configs = experiments.grid(tiny(rounds=6), seed=[0, 1, 2, 3])
+    configs = experiments.grid(tiny_config(DIGITS, rounds=6), seed=[0, 1, 2, 3])
     outcomes = {}
 
     def executor_thread(name):
@@ -231,7 +228,7 @@ def test_a_run_held_by_a_live_process_waits_and_is_taken_over_when_it_dies(seria
 def test_without_ray_the_ray_executor_is_one_line_naming_the_extra(monkeypatch, tmp_path, capsys):
     monkeypatch.setitem(sys.modules, "ray", None)  # import ray -> ImportError
     with pytest.raises(FedlibError) as caught:
-        execute([tiny()], executor="ray", results_dir=tmp_path, progress=False)
+        execute([tiny_config(DIGITS)], executor="ray", results_dir=tmp_path, progress=False)
     message = str(caught.value)
     assert "\n" not in message and "pip install -e '.[ray]'" in message
     status = reproduce.main(["--executor", "ray", "--workers", "2", "--only", "fedvls_table2_quantity",
@@ -242,18 +239,21 @@ def test_without_ray_the_ray_executor_is_one_line_naming_the_extra(monkeypatch, 
 
 def test_bad_executor_options_are_one_line(tmp_path):
     with pytest.raises(FedlibError, match="unknown executor 'threads'"):
-        execute([tiny()], executor="threads", results_dir=tmp_path)
+        execute([tiny_config(DIGITS)], executor="threads", results_dir=tmp_path)
     with pytest.raises(FedlibError, match="workers must be >= 1"):
-        execute([tiny()], executor="local", workers=0, results_dir=tmp_path)
+        execute([tiny_config(DIGITS)], executor="local", workers=0, results_dir=tmp_path)
     with pytest.raises(FedlibError, match="needs --executor ray"):
-        execute([tiny()], executor="local", address="auto", results_dir=tmp_path)
+        execute([tiny_config(DIGITS)], executor="local", address="auto", results_dir=tmp_path)
 
 
 def test_ray_tasks_ask_for_a_gpu_share_sized_to_the_model():
-    assert executor.ray_resources(tiny(model="lenet5", device="auto"), 1, True) == {"num_cpus": 1, "num_gpus": 0.25}
-    assert executor.ray_resources(tiny(model="resnet18", device="auto"), 2, True) == {"num_cpus": 2, "num_gpus": 1.0}
-    assert executor.ray_resources(tiny(model="resnet18", device="cpu"), 1, True) == {"num_cpus": 1}
-    assert executor.ray_resources(tiny(model="lenet5"), 4, False) == {"num_cpus": 4}, "a CPU-only cluster"
+    def resources(model, device="cpu", threads=1, cluster_has_gpus=True):
+        return executor.ray_resources(tiny_config(DIGITS, model=model, device=device), threads, cluster_has_gpus)
+
+    assert resources("lenet5", "auto") == {"num_cpus": 1, "num_gpus": 0.25}
+    assert resources("resnet18", "auto", 2) == {"num_cpus": 2, "num_gpus": 1.0}
+    assert resources("resnet18") == {"num_cpus": 1}
+    assert resources("lenet5", threads=4, cluster_has_gpus=False) == {"num_cpus": 4}, "a CPU-only cluster"
 
 
 # ---------------------------------------------------------------------- local Ray

@@ -9,6 +9,7 @@ import shlex
 from pathlib import Path
 
 import pytest
+from tests.helpers import load_notebook
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
@@ -17,10 +18,6 @@ LINK = re.compile(r"\]\(([^)\s]+)\)")  # markdown link targets
 SAVES = re.compile(r"\b(save_figure|save_tables?)\(")
 # identifiers that a title must not show raw ("fashion_mnist"): plots.display_name(...) gives words
 RAW_IDENTIFIERS = {"dataset", "model", "model_name", "method", "base.dataset", "data.name", "cfg.dataset"}
-
-
-def load(path: Path) -> dict:
-    return json.loads(path.read_text(encoding="utf-8"))
 
 
 def code(notebook: dict) -> str:
@@ -73,12 +70,12 @@ def committed_outputs(stem: str) -> list[str]:
 def test_kernelspec_is_the_kernel_reproduce_sh_registers(path: Path):
     kernel = registered_kernel()
     assert kernel == {"name": "fedlib", "display_name": "Python (fedlib)"}, "the README names this kernel"
-    assert load(path)["metadata"].get("kernelspec") == {**kernel, "language": "python"}
+    assert load_notebook(path)["metadata"].get("kernelspec") == {**kernel, "language": "python"}
 
 
 @each_notebook
 def test_first_cell_links_resolve_to_committed_files(path: Path):
-    for target in LINK.findall(first_markdown(load(path))):
+    for target in LINK.findall(first_markdown(load_notebook(path))):
         if "://" in target or target.startswith("#"):
             continue
         assert (path.parent / target).resolve().is_file(), f"broken link {target}"
@@ -86,7 +83,7 @@ def test_first_cell_links_resolve_to_committed_files(path: Path):
 
 @each_notebook
 def test_first_cell_links_the_latest_figures_and_tables(path: Path):
-    notebook = load(path)
+    notebook = load_notebook(path)
     if not SAVES.search(code(notebook)):
         pytest.skip("saves no figure or table")
     text, outputs = first_markdown(notebook), committed_outputs(path.stem)
@@ -98,7 +95,7 @@ def test_first_cell_links_the_latest_figures_and_tables(path: Path):
 
 @each_notebook
 def test_saved_figures_are_stamped_and_titled_in_words(path: Path):
-    source = code(load(path))
+    source = code(load_notebook(path))
     for call in calls(source, "save_figure"):
         keywords = {k.arg: ast.unparse(k.value) for k in call.keywords}
         assert keywords.get("profile") == "profile" and "runs" in keywords, \

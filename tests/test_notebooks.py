@@ -10,6 +10,7 @@ import yaml
 from fedlib.reproduce import declared_parameters, run_notebooks
 from tools.strip_notebooks import has_outputs
 from tools.strip_notebooks import main as strip_main
+from tests.helpers import load_notebook
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
@@ -19,17 +20,13 @@ STANDARD_PROFILES = {"smoke", "quick", "paper"}
 each_notebook = pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
 
 
-def load(path: Path) -> dict:
-    return json.loads(path.read_text(encoding="utf-8"))
-
-
 def parameters_cells(notebook: dict) -> list[dict]:
     return [c for c in notebook["cells"] if "parameters" in c.get("metadata", {}).get("tags", [])]
 
 
 @each_notebook
 def test_stored_as_valid_notebook_without_outputs(path: Path):
-    notebook = load(path)
+    notebook = load_notebook(path)
     assert notebook.get("nbformat") == 4, "not an nbformat-4 notebook"
     nbformat = pytest.importorskip("nbformat")
     nbformat.validate(nbformat.reads(path.read_text(encoding="utf-8"), as_version=4))
@@ -38,7 +35,7 @@ def test_stored_as_valid_notebook_without_outputs(path: Path):
 
 @each_notebook
 def test_first_code_cell_is_the_only_parameters_cell(path: Path):
-    notebook = load(path)
+    notebook = load_notebook(path)
     tagged = parameters_cells(notebook)
     assert len(tagged) == 1, f"{len(tagged)} cells tagged 'parameters'; tag exactly one"
     first_code = next(c for c in notebook["cells"] if c["cell_type"] == "code")
@@ -63,7 +60,7 @@ def test_profiles_yaml_defines_the_standard_profiles(path: Path):
 def test_papermill_describes_every_parameter(path: Path):
     """What `papermill --help-notebook` prints: every parameter found, each with its comment."""
     papermill = pytest.importorskip("papermill")
-    assert "kernelspec" in load(path)["metadata"], "papermill needs the notebook's kernelspec metadata"
+    assert "kernelspec" in load_notebook(path)["metadata"], "papermill needs the notebook's kernelspec metadata"
     inferred = papermill.inspect_notebook(str(path))
     declared = declared_parameters(path)
     assert set(inferred) == declared, "papermill cannot parse some parameter lines; keep them literal"
@@ -91,9 +88,9 @@ def test_strip_tool_removes_outputs_and_check_reports_them(tmp_path: Path):
     path = tmp_path / "dirty.ipynb"
     path.write_text(json.dumps({"cells": [cell], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}))
     assert strip_main(["--check", str(path)]) == 1
-    assert has_outputs(load(path)), "--check must not modify the file"
+    assert has_outputs(load_notebook(path)), "--check must not modify the file"
     assert strip_main([str(path)]) == 0
-    stripped = load(path)["cells"][0]
+    stripped = load_notebook(path)["cells"][0]
     assert stripped["outputs"] == [] and stripped["execution_count"] is None
     assert stripped["source"] == "1 + 1"
     assert strip_main(["--check", str(path)]) == 0

@@ -8,28 +8,15 @@ import pytest
 import torch
 
 from fedlib import engine
-from fedlib.config import RunConfig
 from fedlib.errors import FedlibError
+from tests.helpers import one_round, tiny_config
 
 
-@pytest.fixture(autouse=True)
-def one_thread(torch_threads):
-    torch_threads(1)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
-def tiny_config(**changes) -> RunConfig:
-    base = dict(dataset="synthetic", model="lenet5", partition="dirichlet", beta=0.5, clients=3,
-                max_train_samples=240, max_test_samples=100, rounds=1, local_epochs=2,
-                batch_size=16, lr=0.02, momentum=0.9, weight_decay=1e-4, seed=5, device="cpu")
-    base.update(changes)
-    return RunConfig(**base)
-
-
-def one_round(cfg: RunConfig) -> tuple[dict, dict]:
-    server, algorithm = engine.prepare(cfg)
-    metrics = engine.run_round(server, algorithm)
-    metrics.update(engine.evaluate(server.model, server.data))
-    return {k: v.detach().clone() for k, v in server.model.state_dict().items()}, metrics
+LENET_ROUND = dict(model="lenet5", clients=3, max_train_samples=240, max_test_samples=100, rounds=1,
+                   local_epochs=2, batch_size=16, lr=0.02, momentum=0.9, weight_decay=1e-4, seed=5)
 
 
 def max_difference(a: dict, b: dict) -> float:
@@ -37,24 +24,25 @@ def max_difference(a: dict, b: dict) -> float:
 
 
 def test_channels_last_is_a_location_field_and_precision_is_hashed_only_when_not_fp32():
-    cfg = tiny_config()
+    cfg = tiny_config(LENET_ROUND)
     assert cfg.replace(channels_last=True).hash() == cfg.hash()
     assert "precision" not in cfg.hashed_fields(), "the default must leave existing hashes unchanged"
     assert cfg.replace(precision="bf16").hash() != cfg.hash()
     with pytest.raises(FedlibError, match="precision"):
-        tiny_config(precision="fp8")
+        tiny_config(LENET_ROUND, precision="fp8")
 
 
 @pytest.mark.parametrize("method, args", [("fedavg", {}), ("fedlmd", {}), ("fedvls", {"variant": "official"})])
 def test_channels_last_matches_the_reference(method, args):
-    reference, ref_metrics = one_round(tiny_config(method=method, method_args=args))
-    state, metrics = one_round(tiny_config(method=method, method_args=args, channels_last=True))
+    cfg = tiny_config(LENET_ROUND, method=method, method_args=args)
+    reference, ref_metrics = one_round(cfg, evaluate=True)
+    state, metrics = one_round(cfg.replace(channels_last=True), evaluate=True)
     assert max_difference(reference, state) < 1e-5
     assert metrics["accuracy"] == pytest.approx(ref_metrics["accuracy"], abs=0.011)  # one test image of 100
 
 
 def test_channels_last_really_changes_the_layout():
-    server, _ = engine.prepare(tiny_config(channels_last=True))
+    server, _ = engine.prepare(tiny_config(LENET_ROUND, channels_last=True))
     conv = next(p for p in server.model.parameters() if p.dim() == 4 and p.shape[1] > 1)  # 6 -> 16 channels
     batch, _ = next(server.data.client(0).train_batches(16, 1, torch.Generator().manual_seed(0)))
     assert conv.is_contiguous(memory_format=torch.channels_last) and not conv.is_contiguous()
@@ -64,8 +52,9 @@ def test_channels_last_really_changes_the_layout():
 @pytest.mark.parametrize("method, args", [("fedavg", {}), ("fedlmd", {})])
 @pytest.mark.parametrize("backend", ["sequential", "stacked"])
 def test_bf16_stays_close_to_fp32_but_is_not_fp32(method, args, backend):
-    reference, ref_metrics = one_round(tiny_config(method=method, method_args=args))
-    state, metrics = one_round(tiny_config(method=method, method_args=args, precision="bf16", backend=backend))
+    cfg = tiny_config(LENET_ROUND, method=method, method_args=args)
+    reference, ref_metrics = one_round(cfg, evaluate=True)
+    state, metrics = one_round(cfg.replace(precision="bf16", backend=backend), evaluate=True)
     difference = max_difference(reference, state)
     scale = max(float(v.abs().max()) for v in reference.values() if v.is_floating_point())
     assert 0 < difference < 0.02 * scale, (difference, scale)

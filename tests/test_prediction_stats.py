@@ -7,18 +7,14 @@ from torch import nn
 
 from fedlib import prediction_stats as ps
 from fedlib import store
-from fedlib.config import RunConfig
 from fedlib.engine import run
 from fedlib.errors import FedlibError
 from fedlib.state import sample_clients
+from tests.helpers import tiny_config
 
 
-def tiny_config(**changes) -> RunConfig:
-    base = dict(dataset="synthetic", model="mlp", partition="dirichlet", beta=0.3, clients=5,
-                participation=0.6, rounds=2, local_epochs=1, batch_size=50, lr=0.05, device="cpu",
-                method="fedavg")
-    base.update(changes)
-    return RunConfig(**base)
+FIVE_CLIENTS = dict(beta=0.3, clients=5, participation=0.6, rounds=2, batch_size=50, momentum=0.0, seed=0,
+                    method="fedavg")
 
 
 # ---------------------------------------------------------------- histograms
@@ -54,7 +50,7 @@ def test_predicted_class_counts_counts_every_test_sample():
 
 # ---------------------------------------------------------------- the run and the store
 def test_prediction_history_records_each_round_and_reads_back_from_the_store(tmp_path, monkeypatch):
-    cfg = tiny_config()
+    cfg = tiny_config(FIVE_CLIENTS)
     history = ps.prediction_history(cfg, results_dir=tmp_path, progress=False)
     assert history.rounds.tolist() == [1, 2]
     result = run(cfg, results_dir=tmp_path, progress=False)  # from the store
@@ -72,7 +68,7 @@ def test_prediction_history_records_each_round_and_reads_back_from_the_store(tmp
 
 
 def test_run_stored_without_histograms_is_recomputed_and_left_untouched(tmp_path):
-    cfg = tiny_config(rounds=1)
+    cfg = tiny_config(FIVE_CLIENTS, rounds=1)
     run(cfg, results_dir=tmp_path, progress=False)
     before = store.RunRecord(store.run_dir(cfg, tmp_path)).read_rounds()
     history = ps.prediction_history(cfg, results_dir=tmp_path, progress=False)
@@ -83,7 +79,7 @@ def test_run_stored_without_histograms_is_recomputed_and_left_untouched(tmp_path
 
 def test_history_without_histograms_is_a_one_line_error():
     with pytest.raises(FedlibError, match="no prediction histograms"):
-        ps.history_from_rounds(tiny_config(), [{"round": 0, "accuracy": 0.5}], ["a"])
+        ps.history_from_rounds(tiny_config(FIVE_CLIENTS), [{"round": 0, "accuracy": 0.5}], ["a"])
 
 
 # ---------------------------------------------------------------- statistics

@@ -311,3 +311,12 @@ def test_publish_note_for_a_subfolder_names_both_folders(monkeypatch):
     monkeypatch.delenv("FEDLIB_RENDER_ONLY")
     note = publish_note(REPO_ROOT / "figures", "figure", {"a.png": {"profile": "quick"}, "b.png": {"profile": "smoke"}})
     assert "`./reproduce.sh --profile PROFILE --publish` with each file's profile below" in note
+
+
+def test_reproduce_refuses_an_empty_only_and_a_missing_data_folder(tmp_path, capsys):
+    from fedlib import reproduce
+
+    assert reproduce.main(["--list", "--only", ""]) == 2
+    assert "no notebook names" in capsys.readouterr().err
+    assert reproduce.main(["--list", "--data", str(tmp_path / "nowhere")]) == 2
+    assert "no such folder" in capsys.readouterr().err

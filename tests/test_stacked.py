@@ -14,25 +14,19 @@ from fedlib import engine, stacked
 from fedlib.config import RunConfig
 from fedlib.errors import FedlibError
 from fedlib.state import build_run_model, sample_clients
+from tests.helpers import tiny_config
 
 ATOL = 1e-5
 PKD_ARGS = {"warmup_rounds": 0, "expert_rounds": 1, "groups": [[0, 1], [2, 3, 4]]}
 
 
-@pytest.fixture(autouse=True)
-def one_thread(torch_threads):
-    """One intra-op thread: these tiny models only lose time to thread hand-offs on a busy CPU."""
-    torch_threads(1)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
-def tiny_config(**changes) -> RunConfig:
-    # Dir(0.3) over 300 samples gives 4 clients of very different sizes; batch 16 leaves partial
-    # last batches, so masking, prefix views and gathered groups are all exercised.
-    base = dict(dataset="synthetic", model="lenet5", partition="dirichlet", beta=0.3, clients=4,
-                max_train_samples=300, max_test_samples=100, rounds=1, local_epochs=2,
-                batch_size=16, lr=0.01, momentum=0.5, weight_decay=1e-3, seed=3, device="cpu")
-    base.update(changes)
-    return RunConfig(**base)
+# Dir(0.3) over 300 samples gives 4 clients of very different sizes; batch 16 leaves partial
+# last batches, so masking, prefix views and gathered groups are all exercised.
+UNEQUAL_CLIENTS = dict(model="lenet5", beta=0.3, max_train_samples=300, max_test_samples=100, rounds=1,
+                       local_epochs=2, batch_size=16, lr=0.01, weight_decay=1e-3, seed=3)
 
 
 def run_both(cfg: RunConfig, max_stack: int | None = None):
@@ -70,7 +64,7 @@ def assert_same_metrics(a: dict, b: dict) -> None:
 
 
 def test_partition_really_has_unequal_clients():
-    server, _ = engine.prepare(tiny_config())
+    server, _ = engine.prepare(tiny_config(UNEQUAL_CLIENTS))
     sizes = [server.data.client(k).num_samples for k in range(4)]
     assert len(set(sizes)) == 4 and any(n % 16 for n in sizes)
 
@@ -82,8 +76,8 @@ def test_partition_really_has_unequal_clients():
 def test_stacked_matches_sequential(method, args):
     with warnings.catch_warnings():
         warnings.simplefilter("error", UserWarning)  # no fallback allowed for these methods
-        (seq, seq_metrics), (stk, stk_metrics) = run_both(tiny_config(method=method, method_args=args))
-    moved = max(float((v - engine.prepare(tiny_config())[0].model.state_dict()[k]).abs().max())
+        (seq, seq_metrics), (stk, stk_metrics) = run_both(tiny_config(UNEQUAL_CLIENTS, method=method, method_args=args))
+    moved = max(float((v - engine.prepare(tiny_config(UNEQUAL_CLIENTS))[0].model.state_dict()[k]).abs().max())
                 for k, v in seq.model.state_dict().items())
     assert moved > 1e-3  # training changed the model, so agreement is not trivial
     assert_same_state(seq.model.state_dict(), stk.model.state_dict())
@@ -94,14 +88,14 @@ def test_stacked_matches_sequential(method, args):
 
 def test_batchnorm_buffers_and_train_mode_teacher_match():
     # FedVLS's official variant runs the teacher in train mode: per-client batch statistics
-    cfg = tiny_config(model="resnet8", method="fedvls", method_args={"variant": "official"},
+    cfg = tiny_config(UNEQUAL_CLIENTS, model="resnet8", method="fedvls", method_args={"variant": "official"},
                       max_train_samples=160, local_epochs=1)
     (seq, _), (stk, _) = run_both(cfg)
     assert_same_state(seq.model.state_dict(), stk.model.state_dict(), atol=1e-4)
 
 
 def test_chunked_stack_matches_sequential():
-    cfg = tiny_config(method="fedlmd", momentum=0.9)
+    cfg = tiny_config(UNEQUAL_CLIENTS, method="fedlmd", momentum=0.9)
     (seq, _), (stk, _) = run_both(cfg, max_stack=3)  # chunks of 3 and 1 clients
     assert_same_state(seq.model.state_dict(), stk.model.state_dict())
 
@@ -109,7 +103,7 @@ def test_chunked_stack_matches_sequential():
 @pytest.mark.parametrize("method", ["fedsam", "scaffold"])
 def test_unstackable_methods_fall_back_once_with_a_warning(method):
     stacked._WARNED.clear()
-    cfg = tiny_config(method=method, rounds=1, local_epochs=1)
+    cfg = tiny_config(UNEQUAL_CLIENTS, method=method, rounds=1, local_epochs=1)
     with pytest.warns(UserWarning, match=f"{method} runs on the sequential path"):
         result = engine.run(cfg.replace(backend="stacked"), use_store=False, progress=False)
     reference = engine.run(cfg, use_store=False, progress=False)
@@ -123,7 +117,7 @@ def test_auto_backend_falls_back_silently():
     stacked._WARNED.clear()
     with warnings.catch_warnings():
         warnings.simplefilter("error", UserWarning)
-        engine.run(tiny_config(method="fedsam", backend="auto", local_epochs=1), use_store=False,
+        engine.run(tiny_config(UNEQUAL_CLIENTS, method="fedsam", backend="auto", local_epochs=1), use_store=False,
                    progress=False)
 
 
@@ -156,7 +150,7 @@ def test_which_methods_stack():
 
 
 def test_too_little_memory_is_a_clear_error():
-    model = build_run_model(tiny_config(), engine.load_run_dataset(tiny_config()))
+    model = build_run_model(tiny_config(UNEQUAL_CLIENTS), engine.load_run_dataset(tiny_config(UNEQUAL_CLIENTS)))
     sample = torch.zeros(1, 1, 28, 28)
     assert stacked.stack_size(model, sample, 16, 10, torch.device("cpu"), budget=1 << 40) == 10
     needed = stacked.bytes_per_client(model, sample, 16)
@@ -166,6 +160,6 @@ def test_too_little_memory_is_a_clear_error():
 
 
 def test_backend_is_validated_and_not_hashed():
-    assert tiny_config(backend="stacked").hash() == tiny_config().hash()
+    assert tiny_config(UNEQUAL_CLIENTS, backend="stacked").hash() == tiny_config(UNEQUAL_CLIENTS).hash()
     with pytest.raises(FedlibError, match="unknown backend 'vmap'"):
-        tiny_config(backend="vmap")
+        tiny_config(UNEQUAL_CLIENTS, backend="vmap")

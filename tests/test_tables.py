@@ -264,3 +264,12 @@ def test_a_cell_of_one_seed_shows_no_std_and_several_seeds_show_theirs():
     mean, std, text = tables.paper_layout(frame, "value")
     assert text.loc["a", ("d", "s")] == "2.00 ± 1.00" and text.loc["b", ("d", "s")] == "**5.00**"
     assert math.isnan(std.loc["b", ("d", "s")]), "one seed: the std is unknown, not zero"
+
+
+def test_tables_mark_diverged_cells_instead_of_showing_a_number():
+    frame = pd.DataFrame({"label": ["a", "a", "b"], "dataset": ["d"] * 3, "setting": ["s"] * 3,
+                          "seed": [0, 1, 0], "final_accuracy": [float("nan"), 50.0, 60.0],
+                          "diverged": [True, False, False]})
+    _, _, text = tables.paper_layout(frame, "final_accuracy")
+    assert text.loc["a"].tolist() == [tables.DIVERGED]
+    assert "60" in text.loc["b"].iloc[0]

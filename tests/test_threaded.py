@@ -12,28 +12,16 @@ import torch
 
 from fedlib import engine, stacked, threaded
 from fedlib.client_training import fit_client
-from fedlib.config import RunConfig
+from tests.helpers import one_round, tiny_config
 
 PKD_ARGS = {"warmup_rounds": 0, "expert_rounds": 1, "groups": [[0, 1], [2, 3, 4]]}
 
 
-@pytest.fixture(autouse=True)
-def two_threads(torch_threads):
-    torch_threads(2)  # two workers even on a one-core machine
+pytestmark = pytest.mark.usefixtures("two_threads")
 
 
-def tiny_config(**changes) -> RunConfig:
-    base = dict(dataset="synthetic", model="lenet5", partition="dirichlet", beta=0.3, clients=4,
-                max_train_samples=200, max_test_samples=60, rounds=1, local_epochs=1,
-                batch_size=16, lr=0.01, momentum=0.5, weight_decay=1e-3, seed=3, device="cpu")
-    base.update(changes)
-    return RunConfig(**base)
-
-
-def one_round(cfg: RunConfig) -> tuple[dict, dict]:
-    server, algorithm = engine.prepare(cfg)
-    metrics = engine.run_round(server, algorithm)
-    return server.model.state_dict(), metrics
+LENET_ROUND = dict(model="lenet5", beta=0.3, max_train_samples=200, max_test_samples=60, rounds=1,
+                   batch_size=16, lr=0.01, weight_decay=1e-3, seed=3)
 
 
 @pytest.mark.parametrize("method, args", [
@@ -41,7 +29,7 @@ def one_round(cfg: RunConfig) -> tuple[dict, dict]:
     ("fedcsd", {"mu": 0.5, "tau": 4.0}), ("pkd", PKD_ARGS),
 ])
 def test_threads_match_sequential(method, args):
-    cfg = tiny_config(method=method, method_args=args)
+    cfg = tiny_config(LENET_ROUND, method=method, method_args=args)
     with warnings.catch_warnings():
         warnings.simplefilter("error", UserWarning)  # no fallback for these methods
         reference, ref_metrics = one_round(cfg)
@@ -66,13 +54,13 @@ def test_the_round_really_uses_several_threads(monkeypatch):
         return original(*args, **kwargs)
 
     monkeypatch.setattr(threaded, "fit_client", recording)
-    one_round(tiny_config(backend="threads", clients=6))
+    one_round(tiny_config(LENET_ROUND, backend="threads", clients=6))
     assert len(seen) == 2
 
 
 def test_unsafe_rounds_fall_back_with_one_warning():
     stacked._WARNED.clear()
-    cfg = tiny_config(backend="threads", method="fedsam", max_train_samples=80)
+    cfg = tiny_config(LENET_ROUND, backend="threads", method="fedsam", max_train_samples=80)
     with pytest.warns(UserWarning, match="overrides the 'train_step' hook"):
         engine.run(cfg, use_store=False, progress=False)
     with warnings.catch_warnings():
@@ -81,9 +69,9 @@ def test_unsafe_rounds_fall_back_with_one_warning():
 
 
 def test_dropout_and_hooks_are_reasons_to_fall_back():
-    server, algorithm = engine.prepare(tiny_config(model="vgg9", max_train_samples=80))
+    server, algorithm = engine.prepare(tiny_config(LENET_ROUND, model="vgg9", max_train_samples=80))
     assert "dropout" in threaded.fallback_reason(server, algorithm, [])
-    server, algorithm = engine.prepare(tiny_config())
+    server, algorithm = engine.prepare(tiny_config(LENET_ROUND))
     assert threaded.fallback_reason(server, algorithm, []) is None
     assert "hooks" in threaded.fallback_reason(server, algorithm, [object()])
 
@@ -91,14 +79,15 @@ def test_dropout_and_hooks_are_reasons_to_fall_back():
 def test_auto_picks_threads_on_a_cpu_and_falls_back_silently(monkeypatch):
     used = []
     monkeypatch.setattr(threaded, "train_round", lambda *a, **k: used.append("threads") or [])
-    server, algorithm = engine.prepare(tiny_config(backend="auto"))
+    server, algorithm = engine.prepare(tiny_config(LENET_ROUND, backend="auto"))
     engine._train_clients(server, algorithm, [0, 1], 0.01, [])
     assert used == ["threads"]
     monkeypatch.undo()
     stacked._WARNED.clear()
     with warnings.catch_warnings():
         warnings.simplefilter("error", UserWarning)
-        engine.run(tiny_config(method="fedsam", backend="auto", max_train_samples=80), use_store=False, progress=False)
+        engine.run(tiny_config(LENET_ROUND, method="fedsam", backend="auto", max_train_samples=80), use_store=False,
+                   progress=False)
 
 
 def test_hooks_keep_the_sequential_path():
@@ -109,6 +98,6 @@ def test_hooks_keep_the_sequential_path():
             self.clients.append(ctx.client_id)
 
     watch = Watch()
-    server, algorithm = engine.prepare(tiny_config(backend="auto"))
+    server, algorithm = engine.prepare(tiny_config(LENET_ROUND, backend="auto"))
     metrics = engine.run_round(server, algorithm, hooks=[watch])
     assert watch.clients == metrics["clients"], "every client seen, in order"

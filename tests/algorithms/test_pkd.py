@@ -1,27 +1,18 @@
-"""PKD: the partial KD loss by hand, weak-class discovery, expert training, the whole method."""
-
-from __future__ import annotations
+"""PKD (fedlib.algorithms.pkd): the partial KD loss by hand, which expert fires, options, expert
+training and the whole method end to end. Weak-class discovery is in tests/test_weak_classes.py."""
 
 import math
 
 import pytest
 import torch
-from torch import nn
 
 from fedlib.algorithms import build_algorithm
 from fedlib.algorithms.pkd import expert_assignment, group_kl, partial_kd_loss, train_expert
+from fedlib.config import RunConfig
 from fedlib.errors import FedlibError
-from fedlib.weak_classes import (check_groups, class_statistics, discover_groups, feature_distances,
-                                 misclassification_probabilities, weak_pairs)
-
-
-def softmax(values):
-    exps = [math.exp(v) for v in values]
-    return [e / sum(exps) for e in exps]
-
-
-def kl(p, q):
-    return sum(a * math.log(a / b) for a, b in zip(p, q))
+from fedlib.weak_classes import discover_groups
+from tests.algorithms.helpers import kl, softmax
+from tests.helpers import planted_confusion, tiny_config
 
 
 # ====================================================================== the loss
@@ -89,80 +80,7 @@ def test_pkd_finite_at_extreme_logits_and_gradient_only_into_student():
         student.grad = None
 
 
-# ====================================================================== discovery
-def planted_confusion() -> torch.Tensor:
-    """FashionMNIST-like: {0, 6} and {2, 4, 6} confuse each other, 7 <-> 9 a little."""
-    confusion = torch.full((10, 10), 0.005)
-    for a, b, value in [(0, 6, 0.10), (6, 0, 0.12), (2, 4, 0.08), (4, 2, 0.09), (2, 6, 0.07),
-                        (6, 2, 0.08), (4, 6, 0.09), (6, 4, 0.08), (7, 9, 0.03), (9, 7, 0.02)]:
-        confusion[a, b] = value
-    accuracy = torch.tensor([0.8, 0.99, 0.8, 0.95, 0.8, 0.97, 0.6, 0.95, 0.97, 0.96])
-    confusion.diagonal().copy_(accuracy)
-    return confusion
-
-
-def test_discovery_finds_the_planted_overlapping_groups():
-    confusion = planted_confusion()
-    # mean accuracies: {0, 6} = 0.70 < {2, 4, 6} = 0.733..., so {0, 6} is ranked first
-    assert discover_groups(confusion, confusion_ratio=0.5) == [[0, 6], [2, 4, 6]]
-    assert discover_groups(confusion, max_groups=1) == [[0, 6]]
-    assert discover_groups(confusion, grouping="components") == [[0, 2, 4, 6]]
-    # class 6 with all its partners; 0's star {0, 6} and 2's star {2, 4, 6} are inside it
-    assert discover_groups(confusion, grouping="stars") == [[0, 2, 4, 6]]
-    # a lower ratio lets 7 <-> 9 (0.025 >= 0.2 * 0.11) in as a third, best-accuracy group
-    assert discover_groups(confusion, confusion_ratio=0.2) == [[0, 6], [2, 4, 6], [7, 9]]
-
-
-def test_distance_filter_drops_confused_but_distant_pairs():
-    confusion = planted_confusion()
-    distances = torch.full((10, 10), 5.0).fill_diagonal_(0.0)
-    for a, b in [(0, 6), (2, 4), (2, 6)]:  # (4, 6) is confused but far away
-        distances[a, b] = distances[b, a] = 1.0
-    edges = weak_pairs(confusion, distances, confusion_ratio=0.5, distance_quantile=0.05)
-    assert {(a, b) for a, b in torch.nonzero(edges).tolist() if a < b} == {(0, 6), (2, 4), (2, 6)}
-    assert discover_groups(confusion, distances, distance_quantile=0.05) == [[0, 6], [2, 6], [2, 4]]
-
-
-class FixedModel(nn.Module):
-    """features = x, logits = x @ W (a linear 'network' with known outputs)."""
-
-    def __init__(self, weight: torch.Tensor):
-        super().__init__()
-        self.weight = nn.Parameter(weight)
-
-    def forward(self, x, return_features=False):
-        logits = x @ self.weight
-        return (x, logits) if return_features else logits
-
-
-def test_class_statistics_matrices_by_hand():
-    model = FixedModel(torch.eye(3))  # logits = features
-    x = torch.tensor([[2.0, 0, 0], [0, 2.0, 0], [0, 0, 2.0], [0, 0, 0]])
-    labels = torch.tensor([0, 0, 1, 2])
-    stats = class_statistics(model, [(x[:2], labels[:2]), (x[2:], labels[2:])], num_classes=3)
-    big, small = math.exp(2) / (math.exp(2) + 2), 1 / (math.exp(2) + 2)
-    soft = misclassification_probabilities(stats, "soft")
-    # class 0: one sample with softmax (big, small, small), one with (small, big, small)
-    assert soft[0].tolist() == pytest.approx([(big + small) / 2, (big + small) / 2, small])
-    assert soft[1].tolist() == pytest.approx([small, small, big])
-    assert soft[2].tolist() == pytest.approx([1 / 3] * 3)
-    hard = misclassification_probabilities(stats, "hard")
-    assert hard.tolist() == [[0.5, 0.5, 0.0], [0.0, 0.0, 1.0], [1.0, 0.0, 0.0]]  # argmax ties -> 0
-    assert stats.class_accuracy.tolist() == [0.5, 0.0, 0.0]
-    # class means: (1, 1, 0), (0, 0, 2), (0, 0, 0)
-    distances = feature_distances(stats)
-    assert distances[0, 1].item() == pytest.approx(math.sqrt(1 + 1 + 4))
-    assert distances[0, 2].item() == pytest.approx(math.sqrt(2))
-    assert distances[1, 2].item() == pytest.approx(2.0)
-
-
-def test_explicit_groups_are_validated():
-    assert check_groups([[6, 0], [2, 4, 6]], 10) == [[0, 6], [2, 4, 6]]
-    for bad in ([[0]], [[0, 0]], [[0, 10]], [0, 1], "0,6", [[0, 1.5]]):
-        with pytest.raises(FedlibError):
-            check_groups(bad, 10)
-
-
+# ====================================================================== options
 def test_unknown_options_raise_fedlib_error():
     with pytest.raises(FedlibError):
         discover_groups(planted_confusion(), grouping="spectral")
@@ -184,19 +102,20 @@ def test_dataset_defaults_follow_the_paper():
 
 
 # ====================================================================== expert training and end to end
-def tiny_config(**method_args):
-    from fedlib.config import RunConfig
+# three IID clients, two rounds: a warm-up round, then expert training and distillation
+PKD_RUN = dict(partition="iid", clients=3, rounds=2, batch_size=16, max_train_samples=200, max_test_samples=50,
+               lr=0.01, momentum=0.0, seed=0)
 
+
+def pkd_config(**method_args) -> RunConfig:
     args = {"warmup_rounds": 1, "expert_rounds": 1, **method_args}
-    return RunConfig(dataset="synthetic", model="mlp", partition="iid", clients=3, rounds=2,
-                     local_epochs=1, batch_size=16, max_train_samples=200, max_test_samples=50,
-                     method="pkd", method_args=args, device="cpu")
+    return tiny_config(PKD_RUN, method="pkd", method_args=args)
 
 
 def test_expert_training_on_group_samples_only():
     from fedlib import engine
 
-    server, _ = engine.prepare(tiny_config())
+    server, _ = engine.prepare(pkd_config())
     before = server.model.state_dict()["classifier.weight"].clone()
     state, cost = train_expert(server, [1, 3], rounds=2, local_epochs=1)
     assert state["classifier.weight"].shape[0] == 2
@@ -210,7 +129,7 @@ def test_expert_training_on_group_samples_only():
 def test_pkd_runs_end_to_end_with_explicit_groups():
     from fedlib import engine
 
-    result = engine.run(tiny_config(groups=[[1, 3], [3, 5, 7]]), use_store=False, progress=False)
+    result = engine.run(pkd_config(groups=[[1, 3], [3, 5, 7]]), use_store=False, progress=False)
     warmup, pkd = result.rounds
     assert "expert_fired_0" not in warmup and warmup["cost_units"] == 1.0
     assert pkd["pkd_groups"] == [[1, 3], [3, 5, 7]]
@@ -228,7 +147,7 @@ def test_pkd_runs_end_to_end_with_discovered_groups_and_resumes_from_extras():
     from fedlib import engine
     from fedlib.algorithms.base import ClientContext
 
-    cfg = tiny_config(confusion_ratio=0.9, distance_quantile=1.0, max_groups=1)
+    cfg = pkd_config(confusion_ratio=0.9, distance_quantile=1.0, max_groups=1)
     server, algorithm = engine.prepare(cfg)
     metrics = []
     for round_index in range(2):  # warm-up round 0, then discovery + expert + PKD round 1

@@ -1,7 +1,6 @@
-"""FedCSD, FedGKD, FedProto, focal loss and label smoothing: hand-computed values, invariants,
-server-side state updates and two-round end-to-end runs."""
-
-from __future__ import annotations
+"""FedCSD (fedlib.algorithms.fedcsd): the loss by hand in both variants, its masks, invariants and
+gradients; the server's moving-average teacher and prototypes; the teacher's mode and the
+official variant's prototypes; hyperparameter ranges."""
 
 import math
 from types import SimpleNamespace
@@ -11,36 +10,18 @@ import torch
 import torch.nn.functional as F
 
 from fedlib import engine
-from fedlib.algorithms import build_algorithm
-from fedlib.algorithms import fedcsd, fedgkd, fedproto
+from fedlib.algorithms import build_algorithm, fedcsd
 from fedlib.algorithms.base import run_teachers
-from fedlib.algorithms.focal import focal_loss
 from fedlib.client_training import client_setup
 from fedlib.config import RunConfig
 from fedlib.errors import FedlibError
 from fedlib.state import keyed_seed, sample_clients
+from tests.algorithms.helpers import log_softmax, t, tempered_kl
 
 E = math.e
 
 
-def t(rows):
-    return torch.tensor(rows, dtype=torch.float32)
-
-
-def log_softmax(values):
-    top = max(values)
-    log_norm = top + math.log(sum(math.exp(v - top) for v in values))
-    return [v - log_norm for v in values]
-
-
-def kl(teacher_logits, student_logits, tau=1.0):
-    """KL(softmax(t/tau) || softmax(s/tau)) in plain Python."""
-    log_t = log_softmax([v / tau for v in teacher_logits])
-    log_s = log_softmax([v / tau for v in student_logits])
-    return sum(math.exp(a) * (a - b) for a, b in zip(log_t, log_s))
-
-
-# ====================================================================== FedCSD loss
+# ====================================================================== the loss
 IDENTITY = t([[1.0, 0.0], [0.0, 1.0]])
 
 
@@ -51,7 +32,7 @@ def test_fedcsd_paper_value_by_hand():
     # sample 2: z=[0,1], teacher [0,3], y=0: teacher p_y = 1 / (1 + e^3) < 1/2 -> mask 0
     mu, tau = 0.5, 2.0
     z_hat1 = [2 * E / (E + 1), 1 / (E + 1)]
-    kl1 = kl(z_hat1, [1.0, 0.0], tau)
+    kl1 = tempered_kl(z_hat1, [1.0, 0.0], tau)
     ce1 = -log_softmax([1.0, 0.0])[0]  # log(1 + e^-1)
     ce2 = -log_softmax([0.0, 1.0])[0]  # log(1 + e)
     expected = (ce1 + ce2) / 2 + mu * tau ** 2 * (kl1 * 1 + 0.0) / 2
@@ -71,13 +52,13 @@ def test_fedcsd_official_weights_ce_and_masks_on_refined_logits():
     assert official.item() == pytest.approx((1 - mu) * ce, rel=1e-6)
     z_hat = [1 / (1 + E), 0.9 * E / (1 + E)]
     paper = fedcsd.local_loss(logits, teacher, labels, IDENTITY, mu=mu, tau=tau, variant="paper")
-    assert paper.item() == pytest.approx(ce + mu * tau ** 2 * kl(z_hat, [0.0, 1.0], tau), rel=1e-5)
+    assert paper.item() == pytest.approx(ce + mu * tau ** 2 * tempered_kl(z_hat, [0.0, 1.0], tau), rel=1e-5)
 
 
 def test_fedcsd_switches_off_give_plain_kd():
     # no similarity weighting and no mask: CE + mu * tau^2 * KL(teacher || student)
     logits, teacher, labels = t([[0.5, -1.0, 2.0]]), t([[3.0, 0.0, -1.0]]), torch.tensor([2])
-    expected = -log_softmax([0.5, -1.0, 2.0])[2] + 0.1 * 9.0 * kl([3.0, 0.0, -1.0], [0.5, -1.0, 2.0], 3.0)
+    expected = -log_softmax([0.5, -1.0, 2.0])[2] + 0.1 * 9.0 * tempered_kl([3.0, 0.0, -1.0], [0.5, -1.0, 2.0], 3.0)
     value = fedcsd.local_loss(logits, teacher, labels, torch.eye(3), mu=0.1, tau=3.0,
                               use_similarity=False, use_mask=False)
     assert value.item() == pytest.approx(expected, rel=1e-5)
@@ -159,7 +140,7 @@ def test_fedcsd_rejects_bad_inputs():
         build_algorithm("fedcsd", {"alpha": 1.5})
 
 
-# ====================================================================== FedCSD server side
+# ====================================================================== server side
 def test_moving_average_teacher_on_toy_state():
     teacher = {"w": t([1.0, 2.0]), "bn.running_mean": t([0.0]), "bn.num_batches_tracked": torch.tensor(3)}
     global_ = {"w": t([3.0, 6.0]), "bn.running_mean": t([1.0]), "bn.num_batches_tracked": torch.tensor(5)}
@@ -196,124 +177,7 @@ def test_prototypes_by_hand():
     assert merged.tolist() == [[2.0, 3.0], [5.0, 6.0]]
 
 
-# ====================================================================== FedGKD
-def test_fedgkd_loss_by_hand_and_history():
-    logits, teacher, labels = t([[1.0, 0.0]]), t([[0.0, 2.0]]), torch.tensor([0])
-    expected = -log_softmax([1.0, 0.0])[0] + 0.1 * 4.0 * kl([0.0, 2.0], [1.0, 0.0], 2.0)
-    value = fedgkd.local_loss(logits, teacher, labels, gamma=0.1, tau=2.0)
-    assert value.item() == pytest.approx(expected, rel=1e-6)
-    history = []
-    for step in range(4):
-        history = fedgkd.push_history(history, {"w": t([float(step)]), "n": torch.tensor(step)}, size=3)
-    assert [h["w"].item() for h in history] == [1.0, 2.0, 3.0]
-    averaged = fedgkd.average_states(history)
-    assert averaged["w"].item() == pytest.approx(2.0) and averaged["n"].item() == 3
-
-
-def test_fedgkd_teacher_gets_no_gradient():
-    teacher = torch.randn(3, 4, requires_grad=True)
-    logits = (torch.randn(3, 4) * 1e4).requires_grad_(True)
-    value = fedgkd.local_loss(logits, teacher * 1e4, torch.tensor([0, 1, 2]))
-    value.backward()
-    assert teacher.grad is None and torch.isfinite(value) and torch.isfinite(logits.grad).all()
-
-
-# ====================================================================== FedProto
-def test_fedproto_loss_by_hand_and_missing_prototypes():
-    logits, labels = t([[1.0, 0.0], [0.0, 0.0]]), torch.tensor([0, 1])
-    features = t([[1.0, 3.0], [10.0, 10.0]])
-    prototypes, available = t([[0.0, 1.0], [0.0, 0.0]]), t([1.0, 0.0])
-    # sample 1: ((1-0)^2 + (3-1)^2) / 2 = 2.5; sample 2: class 1 has no prototype -> 0
-    ce = (-log_softmax([1.0, 0.0])[0] - log_softmax([0.0, 0.0])[1]) / 2
-    value = fedproto.local_loss(logits, features, labels, prototypes, available, lam=0.5)
-    assert value.item() == pytest.approx(ce + 0.5 * (2.5 + 0.0) / 2, rel=1e-6)
-
-
-def test_fedproto_aggregation_by_hand():
-    # client A: class 0 features sum [2, 2] over 2 samples -> mean [1, 1]; client B: class 0 mean
-    # [3, 5], class 1 mean [4, 4]; class 2 held by nobody
-    sums = [t([[2.0, 2.0], [0.0, 0.0], [0.0, 0.0]]), t([[3.0, 5.0], [8.0, 8.0], [0.0, 0.0]])]
-    counts = [t([2.0, 0.0, 0.0]), t([1.0, 2.0, 0.0])]
-    prototypes, available = fedproto.aggregate_prototypes(sums, counts)
-    assert prototypes.tolist() == [[2.0, 3.0], [4.0, 4.0], [0.0, 0.0]]
-    assert available.tolist() == [1.0, 1.0, 0.0]
-
-
-# ====================================================================== focal, label smoothing
-def test_focal_loss_by_hand_and_limits():
-    # p = softmax([2, 0]) = [e^2, 1] / (e^2 + 1); FL = -(1 - p_0)^2 log p_0
-    p0 = E ** 2 / (E ** 2 + 1)
-    value = focal_loss(t([[2.0, 0.0]]), torch.tensor([0]), gamma=2.0)
-    assert value.item() == pytest.approx(-((1 - p0) ** 2) * math.log(p0), rel=1e-5)
-    logits, labels = torch.randn(5, 4), torch.randint(0, 4, (5,))
-    plain_ce = F.cross_entropy(logits, labels).item()
-    assert focal_loss(logits, labels, 0.0).item() == pytest.approx(plain_ce, rel=1e-6)
-    extreme = (torch.randn(5, 4) * 1e4).requires_grad_(True)
-    focal_loss(extreme, labels).backward()
-    assert torch.isfinite(extreme.grad).all()
-
-
-def test_label_smoothing_by_hand():
-    method = build_algorithm("label_smoothing", {"smoothing": 0.2})
-    logits, labels = t([[1.0, 0.0, -1.0]]), torch.tensor([0])
-    log_p = log_softmax([1.0, 0.0, -1.0])
-    expected = 0.8 * -log_p[0] + 0.2 * -sum(log_p) / 3
-    out = SimpleNamespace(logits=logits, features=None)
-    assert method.loss(out, labels, None, {}).item() == pytest.approx(expected, rel=1e-6)
-
-
-# ====================================================================== end to end
-def _config(method: str, **args) -> RunConfig:
-    return RunConfig(dataset="synthetic", model="mlp", clients=3, rounds=2, local_epochs=1, batch_size=16,
-                     max_train_samples=120, max_test_samples=30, lr=0.05, method=method,
-                     method_args=args, device="cpu", seed=3)
-
-
-@pytest.mark.parametrize("method,args", [
-    ("fedcsd", {}),
-    ("fedcsd", {"variant": "official", "mu": 0.5, "tau": 4.0, "mask_type": "hard"}),
-    ("fedcsd", {"use_tma": False, "use_similarity": False}),
-    ("fedgkd", {"buffer_size": 2}),
-    ("fedproto", {}),
-    ("focal", {}),
-    ("label_smoothing", {}),
-])
-def test_two_rounds_end_to_end(method, args):
-    result = engine.run(_config(method, **args), use_store=False, progress=False)
-    assert len(result.rounds) == 2
-    assert all(math.isfinite(r["loss"]) for r in result.rounds)
-    if method == "fedcsd":
-        assert all(0.0 <= r["mask_filtered"] <= 1.0 for r in result.rounds)
-
-
-def test_server_state_after_two_rounds():
-    server, method = engine.prepare(_config("fedcsd"))
-    initial = server.model.state_dict()["classifier.weight"].clone()
-    engine.run_round(server, method)
-    teacher = server.extras["fedcsd_teacher"]["classifier.weight"]
-    global_ = server.model.state_dict()["classifier.weight"]
-    assert torch.allclose(teacher, 0.9 * initial + 0.1 * global_, atol=1e-6)
-    server, method = engine.prepare(_config("fedproto"))
-    engine.run_round(server, method)
-    assert server.extras["fedproto_available"].sum().item() > 0
-    server, method = engine.prepare(_config("fedgkd", buffer_size=2))
-    for round_index in range(3):
-        server.round = round_index
-        engine.run_round(server, method)
-    assert len(server.extras["fedgkd_history"]) == 2
-
-
-@pytest.mark.parametrize("method", ["fedcsd", "fedgkd", "fedproto"])
-def test_resumed_run_matches_uninterrupted(method, tmp_path):
-    # the teacher, the model history and the prototypes live in server.extras, so they survive
-    cfg = _config(method)
-    uninterrupted = engine.run(cfg, use_store=False, progress=False)
-    engine.run(cfg, results_dir=tmp_path, progress=False, stop_after=1)
-    resumed = engine.run(cfg, results_dir=tmp_path, progress=False)
-    assert [r["loss"] for r in resumed.rounds] == [r["loss"] for r in uninterrupted.rounds]
-
-
-# ====================================================================== FedCSD teacher mode and prototypes
+# ====================================================================== teacher mode and prototypes
 def _bn_config(seed: int = 3, **args) -> RunConfig:
     # resnet8 has BatchNorm; crop_flip makes training batches differ from the unaugmented pass
     return RunConfig(dataset="synthetic", model="resnet8", clients=3, rounds=1, local_epochs=1, batch_size=16,
@@ -418,6 +282,7 @@ def test_fedcsd_stored_teacher_is_only_the_moving_average():
     assert "fedcsd_round" in server.cache and not hasattr(server, "_fedcsd_cache")
 
 
+# ====================================================================== hyperparameter ranges
 @pytest.mark.parametrize("key, value, allowed", [
     ("mu", 1.5, "[0, 1]"), ("mu", -0.1, "[0, 1]"), ("alpha", 1.2, "[0, 1]"), ("tau", 0.0, "(0, inf)"),
 ])

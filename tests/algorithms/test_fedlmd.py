@@ -1,10 +1,10 @@
-"""FedLMD's ``variant="official"`` follows the authors' code's arithmetic (wnma3mz/FedLMD,
+"""FedLMD (fedlib.algorithms.fedlmd): the paper's loss by hand, and ``variant="official"``.
+
+The official variant follows the authors' code's arithmetic (wnma3mz/FedLMD,
 src/algorithms/fedlmd/criterion.py): additive -1000 masks on the tempered logits, teacher
 masked on the majority labels and the true label, student on the true label, KL over all
 classes times tau^2 (batch mean). Every expected number is computed here with ``math``.
 """
-
-from __future__ import annotations
 
 import math
 import warnings
@@ -17,18 +17,9 @@ from fedlib import engine
 from fedlib.algorithms import fedlmd, fedlmd_tf
 from fedlib.config import RunConfig
 from fedlib.errors import FedlibError
+from tests.algorithms.helpers import LMD_COUNTS, ce, log_softmax, softmax, t
 
 OFFSET = 1000.0  # the constant of the authors' code
-
-
-def t(rows) -> torch.Tensor:
-    return torch.tensor(rows, dtype=torch.float32)
-
-
-def log_softmax(values: list[float]) -> list[float]:
-    top = max(values)
-    norm = top + math.log(sum(math.exp(v - top) for v in values))
-    return [v - norm for v in values]
 
 
 def code_kl(student: list[float], teacher: list[float], label: int, majority: set[int], tau: float) -> float:
@@ -39,11 +30,48 @@ def code_kl(student: list[float], teacher: list[float], label: int, majority: se
     return tau ** 2 * sum(math.exp(a) * (a - b) for a, b in zip(log_p, log_q) if math.exp(a) > 0)
 
 
-def ce(logits: list[float], label: int) -> float:
-    return -log_softmax(logits)[label]
+# ====================================================================== the paper's loss
+def test_fedlmd_hand_computed():
+    z = [[1.0, 0.0, 2.0, -1.0], [3.0, 1.0, 0.0, 0.5]]
+    zg = [[0.5, 2.0, 1.0, 0.0], [1.0, 0.0, -1.0, 1.0]]
+    y, tau, beta = [2, 0], 2.0, 0.7
+    # sample 0 (y=2): teacher support {3} -> p'_g = 1 at class 3; student over {0, 1, 3}
+    kl0 = -math.log(softmax([1.0 / tau, 0.0 / tau, -1.0 / tau])[2])
+    # sample 1 (y=0): teacher over {2, 3}; student over {1, 2, 3}
+    p_t = softmax([-1.0 / tau, 1.0 / tau])
+    q_s = softmax([1.0 / tau, 0.0 / tau, 0.5 / tau])
+    kl1 = p_t[0] * math.log(p_t[0] / q_s[1]) + p_t[1] * math.log(p_t[1] / q_s[2])
+    ce_mean = (ce(z[0], 2) + ce(z[1], 0)) / 2
+    expected = ce_mean + beta * (kl0 + kl1) / 2
+    got = fedlmd.local_loss(t(z), t(zg), torch.tensor(y), t(LMD_COUNTS), tau=tau, beta=beta)
+    assert got.item() == pytest.approx(expected, rel=1e-5)
+    official = fedlmd.local_loss(t(z), t(zg), torch.tensor(y), t(LMD_COUNTS), tau=tau, beta=beta,
+                                 variant="official")
+    assert official.item() == pytest.approx(ce_mean + beta * tau ** 2 * (kl0 + kl1) / 2, rel=1e-5)
 
 
-# ====================================================================== the edge case
+def test_fedlmd_teacher_has_no_mass_on_majority_or_true_classes():
+    torch.manual_seed(3)
+    zg = torch.randn(8, 4) * 5
+    y = torch.tensor([0, 1, 2, 3, 0, 1, 2, 3])
+    dist = fedlmd.teacher_distribution(zg, y, t(LMD_COUNTS), tau=1.5)
+    assert torch.all(dist[:, :2] == 0)  # majority classes 0 and 1
+    assert torch.all(dist[torch.arange(8), y] == 0)
+    assert torch.allclose(dist.sum(dim=1), torch.ones(8))  # every sample has support here
+    uniform = fedlmd_tf.teacher_distribution(y, t(LMD_COUNTS))
+    assert torch.all(uniform[:, :2] == 0)
+    assert uniform[0].tolist() == [0.0, 0.0, 0.5, 0.5]  # y=0: uniform over {2, 3}
+    assert uniform[2].tolist() == [0.0, 0.0, 0.0, 1.0]  # y=2: only class 3 left
+
+
+def test_fedlmd_sample_with_empty_teacher_support_adds_nothing():
+    counts = t([4.0, 4.0, 1.0])  # n/C = 3: majority {0, 1}; y = 2 leaves the teacher nothing
+    z, zg = t([[1.0, 2.0, 0.0]]), t([[0.0, 3.0, 1.0]])
+    got = fedlmd.local_loss(z, zg, torch.tensor([2]), counts, beta=5.0)
+    assert got.item() == pytest.approx(ce([1.0, 2.0, 0.0], 2), rel=1e-6)
+
+
+# ====================================================================== official: the edge case
 def test_label_as_only_non_majority_class_gives_the_codes_huge_term():
     # counts [4, 4, 1]: n/C = 3, majority {0, 1}; y = 2 is the only non-majority class, so the
     # teacher's masks put -1000 on every class and cancel: p_g = softmax(z_g) over all classes
@@ -74,10 +102,7 @@ def test_edge_case_at_temperature_two_scales_by_tau_squared():
     assert got.item() == pytest.approx(ce(z, 3) + expected, rel=1e-5)
 
 
-# ====================================================================== where it agrees with the paper
-LMD_COUNTS = [6.0, 3.0, 1.0, 0.0]  # n/C = 2.5: majority {0, 1}
-
-
+# ====================================================================== official: where it agrees with the paper
 def test_official_equals_paper_times_tau_squared_when_the_teacher_has_support():
     z = [[1.0, 0.0, 2.0, -1.0], [3.0, 1.0, 0.0, 0.5], [0.0, 1.0, -1.0, 2.0]]
     zg = [[0.5, 2.0, 1.0, 0.0], [1.0, 0.0, -1.0, 1.0], [2.0, 1.0, 0.5, -0.5]]
@@ -120,7 +145,7 @@ def test_logits_a_thousand_apart_leak_through_the_codes_masks():
     assert paper.item() == pytest.approx(ce(z, 1) + expected_paper, rel=1e-5)
 
 
-# ====================================================================== purity, gradients, vmap
+# ====================================================================== official: purity, gradients, vmap
 def test_official_runs_under_vmap_without_a_fallback():
     torch.manual_seed(0)
     z, zg = torch.randn(3, 5, 4) * 3, torch.randn(3, 5, 4) * 3
@@ -165,7 +190,7 @@ def test_official_one_round_stacked_matches_sequential():
         assert torch.allclose(value, stk_server.model.state_dict()[key], atol=1e-5, rtol=0), key
 
 
-# ====================================================================== hyperparameter ranges
+# ====================================================================== hyperparameter ranges (FedLMD and FedLMD-Tf)
 @pytest.mark.parametrize("method, key, value, allowed", [
     ("fedlmd", "tau", 0.0, "(0, inf)"),
     ("fedlmd", "beta", -0.1, "[0, inf)"),

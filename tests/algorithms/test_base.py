@@ -1,14 +1,41 @@
-"""Method hyperparameters are checked when the RunConfig is made, with one line naming the
+"""The method contract (fedlib.algorithms.base): the weighted model average, and hyperparameter
+ranges. Method hyperparameters are checked when the RunConfig is made, with one line naming the
 method, the argument, the value and the allowed range (not after the data have loaded)."""
 
 import pytest
+import torch
+from torch import nn
 
 from fedlib.algorithms import method_class, method_names
-from fedlib.algorithms.base import COUNT, POSITIVE, UNIT_INTERVAL, Range
+from fedlib.algorithms.base import COUNT, POSITIVE, UNIT_INTERVAL, Range, weighted_average
 from fedlib.config import RunConfig
 from fedlib.errors import FedlibError
 
 
+# ---------------------------------------------------------------------- the weighted average
+def test_weighted_average_is_exact():
+    a, b = nn.Linear(2, 1), nn.Linear(2, 1)
+    with torch.no_grad():
+        a.weight.copy_(torch.tensor([[1.0, 2.0]])); a.bias.fill_(0.0)
+        b.weight.copy_(torch.tensor([[5.0, -2.0]])); b.bias.fill_(4.0)
+    averaged = weighted_average([a.state_dict(), b.state_dict()], [1, 3])
+    # (1*1 + 3*5)/4 = 4, (1*2 + 3*-2)/4 = -1, (0 + 3*4)/4 = 3
+    assert torch.equal(averaged["weight"], torch.tensor([[4.0, -1.0]]))
+    assert torch.equal(averaged["bias"], torch.tensor([3.0]))
+
+
+def test_integer_buffers_are_averaged_and_rounded():
+    states = [{"n": torch.tensor(2)}, {"n": torch.tensor(5)}]
+    assert weighted_average(states, [1, 1])["n"].dtype == torch.int64
+    assert int(weighted_average(states, [1, 2])["n"]) == 4  # (2 + 10) / 3 = 4
+
+
+def test_weighted_average_of_empty_clients_keeps_their_state():
+    states = [{"w": torch.tensor([2.0])}, {"w": torch.tensor([2.0])}]
+    assert torch.equal(weighted_average(states, [0, 0])["w"], torch.tensor([2.0]))
+
+
+# ---------------------------------------------------------------------- hyperparameter ranges
 def make(method: str, **args) -> RunConfig:
     return RunConfig(dataset="synthetic", model="mlp", method=method, method_args=args, rounds=3)
 
