@@ -328,7 +328,7 @@ def run(cfg: RunConfig, *, hooks: Sequence[Observer] = (), progress: bool = True
     record = store.RunRecord(store.run_dir(cfg, results_dir)) if use_store else None
     if record is not None and record.complete and not hooks:
         return _served(cfg, record, progress)
-    reference = store.reference_record(cfg) if use_store and not hooks else None
+    reference = store.reference_record(cfg, results_dir) if use_store and not hooks else None
     if reference is not None:  # a committed full-scale run: read-only, metrics only
         return _served(cfg, reference, progress)
     if use_store and render_only():

@@ -21,6 +21,7 @@ import pandas as pd
 
 from fedlib.config import RunConfig
 from fedlib.errors import FedlibError, one_line
+from fedlib.partition import FIELDS_READ, SCHEME_SETTINGS
 
 PARTITION_FIELDS = ("dataset", "dataset_options", "max_train_samples", "partition", "clients", "beta",
                     "shards_per_client", "classes_per_client", "min_client_size", "quantity_split", "seed")
@@ -29,8 +30,10 @@ COLUMNS = PARTITION_FIELDS + ("configs", "notebooks", "status", "error", "smalle
 
 
 def partition_key(cfg: RunConfig) -> str:
-    """What the engine reads to draw ``cfg``'s partition, as one string."""
-    return json.dumps({name: getattr(cfg, name) for name in PARTITION_FIELDS}, sort_keys=True)
+    """What the engine reads to draw ``cfg``'s partition, as one string: the scheme settings its
+    scheme does not read (:data:`fedlib.partition.FIELDS_READ`) left out, as the config hash does."""
+    unread = set(SCHEME_SETTINGS) - set(FIELDS_READ.get(cfg.partition, SCHEME_SETTINGS))
+    return json.dumps({name: getattr(cfg, name) for name in PARTITION_FIELDS if name not in unread}, sort_keys=True)
 
 
 def check_partitions(configs: dict[str, tuple], csv_path: str | os.PathLike | None = None,

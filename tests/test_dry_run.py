@@ -196,3 +196,13 @@ def test_every_declared_partition_is_drawn_over_the_full_training_set(tmp_path):
     text = partition_check.format_partitions(frame)
     assert "3 of 4 drawn over the full training set (2 ok, 1 errors), 1 not checked" in text
     assert text.count("partition error: digits dirichlet clients=150") == 1
+
+
+def test_settings_a_scheme_does_not_read_do_not_make_another_draw(tmp_path):
+    from fedlib import partition_check
+
+    iid = RunConfig(dataset="digits", model="mlp", partition="iid", clients=5, rounds=1)
+    configs = {cfg.hash(): (cfg, ["nb"]) for cfg in [iid, iid.replace(beta=0.1, method="fedprox"),
+                                                      iid.replace(partition="dirichlet", beta=0.1)]}
+    frame = partition_check.check_partitions(configs, progress=False)
+    assert sorted(zip(frame["partition"], frame["configs"])) == [("dirichlet", 1), ("iid", 2)]
