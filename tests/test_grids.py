@@ -84,3 +84,17 @@ def test_the_notebook_runs_the_grid_the_planner_declares(stem, tmp_path, monkeyp
     declared = plan.declared_configs(ROOT / "notebooks" / f"{stem}.ipynb", parameters)
     assert declared, f"{stem} declares runs in its smoke profile"
     assert runs_up_to_the_plan(ROOT / "notebooks" / f"{stem}.ipynb", parameters) == declared
+
+
+@pytest.mark.parametrize("stem", ["pkd_table1_4_class_accuracy", "pkd_table6_7_baselines", "pkd_table9_10_cost"])
+def test_paper_profile_pkd_runs_use_the_pilots_loss_normalisation(stem, tmp_path):
+    overrides = build_overrides("paper", "cpu", None, tmp_path / "r", tmp_path / "f", tmp_path / "t")
+
+    def pkd_runs(profile: str) -> list[RunConfig]:
+        parameters = {**load_profiles(ROOT / "profiles", stem)[profile], **overrides}
+        return [cfg for cfg in plan.declared_configs(ROOT / "notebooks" / f"{stem}.ipynb", parameters)
+                if cfg.method == "pkd"]
+
+    paper = pkd_runs("paper")
+    assert paper and all((c.method_args["normalise"], c.method_args["t_squared"]) == ("batch", True) for c in paper)
+    assert all("t_squared" not in c.method_args for c in pkd_runs("smoke")), "other profiles keep PKD's defaults"

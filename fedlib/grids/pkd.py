@@ -30,10 +30,18 @@ class TableRun:
     config: RunConfig
 
 
+def loss_normalisation(p: Mapping) -> dict:
+    """PKD's KD-loss scale from ``pkd_normalise`` / ``pkd_t_squared`` (the paper profiles: the
+    pilot's choice), given only where it differs from PKD's defaults, so other runs keep their hash."""
+    chosen = {"normalise": p.get("pkd_normalise", "batch"), "t_squared": bool(p.get("pkd_t_squared", False))}
+    return {} if chosen == {"normalise": "batch", "t_squared": False} else chosen
+
+
 def pkd_args(p: Mapping, lam: float, **more) -> dict:
-    """PKD's arguments: warm-up and expert rounds, temperature, ``lam`` and ``more``."""
+    """PKD's arguments: warm-up and expert rounds, temperature, ``lam``, the loss normalisation
+    (:func:`loss_normalisation`) and ``more``."""
     return {"warmup_rounds": p["warmup_rounds"], "expert_rounds": p["expert_rounds"], "T": p["temperature"],
-            "lam": lam, **more}
+            "lam": lam, **loss_normalisation(p), **more}
 
 
 def _table_pkd_args(p: Mapping, dataset: str) -> dict:
