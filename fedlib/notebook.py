@@ -192,6 +192,15 @@ def passed_names(namespace: dict) -> set[str] | None:
     return set(_assignments(previous)) if previous.startswith(PAPERMILL_CELL) else set()
 
 
+def shown_path(path: str | os.PathLike) -> Path:
+    """``path`` as a notebook shows it: relative to the working folder when it lies inside the
+    repository (so a published notebook names no machine's checkout), else as given."""
+    path = Path(path)
+    if path.is_absolute() and path.resolve().is_relative_to(REPO_ROOT):
+        return Path(os.path.relpath(path))
+    return path
+
+
 def apply_profile(stem: str, namespace: dict) -> dict:
     """Give the parameters of notebook ``stem`` in ``namespace`` (the notebook's ``globals()``)
     their values: passed > profile > parameters cell, folders resolved against the repository.

@@ -15,6 +15,8 @@ from typing import Sequence
 
 import numpy as np
 
+from fedlib.notebook import shown_path
+
 PALETTE = "colorblind"
 
 # Identifiers (datasets, models, methods, partitions) as a reader writes them; one flat table,
@@ -166,7 +168,8 @@ def _axes(ax=None, figsize=(5.0, 3.4)):
 
 def save_figure(fig, name: str, figures_dir: str | Path = "figures", *, profile: str | None = None,
                 runs: Sequence = (), stamp: str | None = None) -> list[Path]:
-    """Save ``fig`` as ``<figures_dir>/<name>.png`` and ``.pdf``; returns both paths.
+    """Save ``fig`` as ``<figures_dir>/<name>.png`` and ``.pdf``; returns both paths (relative to
+    the working folder inside the repository: :func:`fedlib.notebook.shown_path`).
 
     ``profile`` and ``runs`` (the RunConfigs or RunResults behind the figure) stamp it with its
     provenance (:func:`provenance`); ``stamp`` gives the stamp's text directly.
@@ -179,7 +182,7 @@ def save_figure(fig, name: str, figures_dir: str | Path = "figures", *, profile:
     paths = [folder / f"{name}.png", folder / f"{name}.pdf"]
     for path in paths:
         fig.savefig(path, bbox_inches="tight")  # tight: the stamp and outside legends are kept
-    return paths
+    return [shown_path(path) for path in paths]
 
 
 # ---------------------------------------------------------------- legends that cover no data

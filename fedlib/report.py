@@ -22,6 +22,7 @@ import pandas as pd
 from fedlib import store
 from fedlib.config import RunConfig
 from fedlib.engine import render_only
+from fedlib.notebook import shown_path
 
 
 # ---------------------------------------------------------------------- the plan
@@ -138,5 +139,6 @@ def save_tables(tables: Mapping[str, pd.DataFrame], tables_dir: str | os.PathLik
         shown.to_csv(csv_path)
         md_path.write_text(markdown(shown) + "\n")
         paths += [csv_path, md_path]
+    paths = [shown_path(path) for path in paths]
     print("saved: " + ", ".join(str(p) for p in paths))
     return paths

@@ -1,5 +1,8 @@
 """fedlib.report: a notebook's plan (runs, stored, hours), its settings table, showing and saving tables."""
 
+import shutil
+from pathlib import Path
+
 import pandas as pd
 import pytest
 
@@ -96,3 +99,18 @@ def test_save_tables_writes_csv_and_markdown_rounded_to_digits(tmp_path, capsys)
     assert "| fedvls | 70.46 |" in (tmp_path / "out" / "rounded.md").read_text()
     assert pd.read_csv(tmp_path / "out" / "raw.csv", index_col=0).loc["fedvls", "accuracy"] == 70.4567
     assert "saved: " in capsys.readouterr().out
+
+
+def test_saved_paths_inside_the_repository_are_shown_relative_to_the_working_folder(tmp_path, monkeypatch, capsys):
+    from fedlib.notebook import REPO_ROOT
+
+    folder = REPO_ROOT / "output" / "test_report_paths"
+    monkeypatch.chdir(REPO_ROOT / "notebooks")
+    try:
+        paths = report.save_tables({"demo": pd.DataFrame({"a": [1.0]})}, folder)
+        assert paths == [Path("../output/test_report_paths/demo.csv"), Path("../output/test_report_paths/demo.md")]
+        assert all(p.exists() for p in paths) and str(REPO_ROOT) not in capsys.readouterr().out
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    outside = report.save_tables({"demo": pd.DataFrame({"a": [1.0]})}, tmp_path)
+    assert outside[0] == tmp_path / "demo.csv", "a folder outside the repository stays as given"
