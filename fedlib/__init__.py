@@ -17,7 +17,7 @@ floor first (docs/ARCHITECTURE.md has the picture; tests/test_architecture.py en
 - :mod:`fedlib.engine`        -- the federated loop: rounds, evaluation, checkpoint and resume
 
 Above the engine: :mod:`fedlib.experiments` and :mod:`fedlib.executor` (a grid's runs),
-:mod:`fedlib.grids` (one grid function per table notebook), :mod:`fedlib.notebook`,
+:mod:`fedlib.grids` (one grid function per notebook that trains), :mod:`fedlib.notebook`,
 :mod:`fedlib.report`, :mod:`fedlib.tables`, :mod:`fedlib.plots` (what notebooks call),
 :mod:`fedlib.plan` and :mod:`fedlib.reproduce` (reproduce.sh), :mod:`fedlib.cli` (``python -m fedlib``).
 """

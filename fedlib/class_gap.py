@@ -1,9 +1,8 @@
 """Inter-class accuracy gaps over training, for the PKD notebooks (Gan et al., Sec. 2.2).
 
-PKD's figures look at *which classes lag* and *how the lag evolves*:
+PKD's figures look at *which classes lag* and *how the lag evolves* (the centralised counterpart
+of a federated run, Fig. 2, is a config: ``fedlib.grids.pkd.centralised``):
 
-- :func:`centralised` — the centralised counterpart of a federated config (Fig. 2): one client
-  holding all the data, the same rounds and local epochs, hence the same passes over the data.
 - :func:`mean_subtracted` — class-wise accuracy minus its mean (Fig. 2's bars).
 - :func:`class_accuracy_rounds`, :func:`spread_rounds` — every class's test accuracy per round
   (Fig. 6) and its max / mean / min and worst class per round (Fig. 3, 9), from a run's metrics.
@@ -34,11 +33,6 @@ ANALYSIS_FOLDER = "analysis"  # under the results root; holds cached per-round s
 
 
 # ====================================================================== Fig. 2
-def centralised(cfg: RunConfig) -> RunConfig:
-    """One client holding all training data (iid), same rounds and local epochs as ``cfg``."""
-    return cfg.replace(clients=1, partition="iid", participation=1.0)
-
-
 def mean_subtracted(class_accuracy: Sequence[float]) -> np.ndarray:
     """Class-wise accuracy minus its mean over classes (NaN classes ignored in the mean)."""
     accuracy = np.asarray(class_accuracy, dtype=float)

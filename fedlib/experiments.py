@@ -1,6 +1,6 @@
 """Running a grid of runs and tabulating the results: run only what the store lacks.
 
-A notebook gets its experiment as a list of :class:`RunConfig` (a table notebook from
+A notebook gets its experiment as a list of :class:`RunConfig` (from its function in
 :mod:`fedlib.grids`; :func:`grid` combines field values), calls :func:`run_all`, and turns the
 results into a DataFrame with :func:`results_frame`; :mod:`fedlib.report` shows and saves it.
 """

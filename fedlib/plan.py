@@ -1,11 +1,11 @@
-"""The plan of a reproduction: which runs the table notebooks declare, how many are stored, and
-the hours the rest will take, before anything trains.
+"""The plan of a reproduction: which runs the notebooks declare, how many are stored, and the
+hours the rest will take, before anything trains.
 
-Every table notebook gets its grid of runs from its function in :mod:`fedlib.grids`, called with
+Every notebook that trains gets its grid of runs from its function in :mod:`fedlib.grids`, called with
 the notebook's parameters. :func:`declared_configs` calls the same function with the parameters
 the notebook would run with (the parameters cell's literals, the values passed, folders resolved
-as ``fedlib.notebook.apply_profile`` does): nothing of the notebook is executed. Figure notebooks
-have no grid function and are left out.
+as ``fedlib.notebook.apply_profile`` does): nothing of the notebook is executed. The two
+notebooks without a grid function (``fedlib.grids``' docstring names them) are left out.
 
 Declaring does not need the data: grids skip their runs when ``data.missing_dataset_message``
 names a missing dataset, and size some grids from the data (every FEMNIST writer a client), so
@@ -30,14 +30,14 @@ from fedlib.engine import render_only
 from fedlib.errors import FedlibError
 from fedlib.notebook import cell_defaults, resolve_parameters
 
-PLAN_CALL = "describe_plan("  # how a table notebook prints its plan
+PLAN_CALL = "describe_plan("  # how a notebook prints the plan of its grid
 TOTAL_ROW = "total (shared runs once)"
 
 
 def declared_configs(notebook: Path, parameters: dict) -> list[RunConfig] | None:
     """The runs ``notebook`` declares under ``parameters`` (values passed over its parameters
     cell), whether or not their data are here: its grid function's runs (:mod:`fedlib.grids`);
-    None for a notebook without one (a figure notebook)."""
+    None for a notebook without one."""
     notebook = Path(notebook)
     grid = grids.grid_for(notebook.stem)
     if grid is None:
@@ -50,7 +50,7 @@ def declared_configs(notebook: Path, parameters: dict) -> list[RunConfig] | None
 
 
 def prints_plan(notebook: Path) -> bool:
-    """Whether a code cell of ``notebook`` prints the plan of a grid (a table notebook)."""
+    """Whether a code cell of ``notebook`` prints the plan of a grid (a notebook with a grid function)."""
     cells = json.loads(Path(notebook).read_text(encoding="utf-8"))["cells"]
     return any(PLAN_CALL in "".join(c["source"]) for c in cells if c["cell_type"] == "code")
 

@@ -197,7 +197,7 @@ def run_notebooks(
     notebook's default) and applies its profile itself. Figures and tables go to
     ``output/<profile>/`` unless ``publish``, which writes the committed ``figures/`` and
     ``tables/`` (or the folders given) and records each file in their ``index.json``. Executed
-    notebooks go to ``output/<profile>/``. With ``show_plan`` the plan of the table notebooks
+    notebooks go to ``output/<profile>/``. With ``show_plan`` the plan of the notebooks
     (:mod:`fedlib.plan`) is printed first; ``report`` is called with each finished run. Raises
     :class:`FedlibError` for bad options (unknown profile, kernel or parameter, a pattern
     matching nothing, a committed folder without ``publish``).
@@ -251,7 +251,7 @@ def execute_declared_runs(profile: str = "smoke", only: str | None = None, *, ex
                           profiles_dir: str | os.PathLike | None = None, device: str | None = None,
                           data_dir: str | os.PathLike | None = None, results_dir: str | os.PathLike | None = None,
                           parameters: dict | None = None) -> list:
-    """Train every run the selected table notebooks declare in ``profile``, each distinct run once
+    """Train every run the selected notebooks declare in ``profile``, each distinct run once
     however many notebooks declare it, on ``executor`` (:func:`fedlib.executor.execute`: local
     worker processes or Ray), so the notebooks then render from the store. Runs whose dataset is
     missing here are left to the notebooks (which skip them). Returns the outcomes."""
@@ -272,11 +272,15 @@ def notebook_runs(profile: str = "smoke", only: str | None = None, *, notebooks_
                   profiles_dir: str | os.PathLike | None = None, device: str | None = None,
                   data_dir: str | os.PathLike | None = None, results_dir: str | os.PathLike | None = None,
                   parameters: dict | None = None, progress: bool = True) -> tuple[list, str]:
-    """Every distinct run the selected table notebooks declare in ``profile``, and the results
-    store the notebooks will read them from."""
+    """Every distinct run the selected notebooks declare in ``profile`` (those of
+    :data:`fedlib.grids.HOOK_TRAINED` left to their notebooks), and the results store the notebooks
+    will read them from."""
+    from fedlib.grids import HOOK_TRAINED
+
     notebooks, profiles, overrides, root = _selection(profile, only, notebooks_dir, profiles_dir, device, data_dir,
                                                       results_dir, None, None, parameters=parameters)
-    runs = declared_runs(declared_grids(notebooks, profiles, overrides, progress=progress))
+    grids = declared_grids(notebooks, profiles, overrides, progress=progress)
+    runs = declared_runs({stem: configs for stem, configs in grids.items() if stem not in HOOK_TRAINED})
     return [cfg for cfg, _ in runs.values()], overrides.get("results_dir") or str(root / "results")
 
 
@@ -285,7 +289,7 @@ def plan_notebooks(profile: str = "paper", only: str | None = None, *, probe: bo
                    device: str = "auto", data_dir: str | os.PathLike | None = None,
                    results_dir: str | os.PathLike | None = None,
                    dry_run_csv: str | os.PathLike | None = None) -> "pd.DataFrame":
-    """The plan of the selected table notebooks in ``profile``, running nothing but probe rounds.
+    """The plan of the selected notebooks in ``profile``, running nothing but probe rounds.
 
     Seconds per image come from stored runs, then the dry run's CSV (default
     ``output/dry_run/<profile>.csv`` when it exists), then cached probes."""
@@ -307,7 +311,7 @@ def _plan(notebooks: list[Path], profiles: dict, overrides: dict, probe: bool = 
 
 def declared_grids(notebooks: list[Path], profiles: dict, overrides: dict,
                    progress: bool = True) -> dict[str, list | None]:
-    """Notebook stem -> the runs it declares under its profile (None: a figure notebook)."""
+    """Notebook stem -> the runs it declares under its profile (None: a notebook without a grid)."""
     from tqdm.auto import tqdm
 
     from fedlib.plan import declared_configs
@@ -340,7 +344,7 @@ def dry_run_notebooks(profile: str = "paper", only: str | None = None, *,
                       csv_path: str | os.PathLike | None = None, jobs: int = 1, limit: int | None = None,
                       retry_errors: bool = False, every_seed: bool = False) -> tuple["pd.DataFrame", Path,
                                                                                       "pd.DataFrame"]:
-    """Dry-run every distinct config the selected table notebooks declare in ``profile``
+    """Dry-run every distinct config the selected notebooks declare in ``profile``
     (:func:`fedlib.dry_run.dry_run`; configs differing only in their seed share a row unless
     ``every_seed``), after drawing every declared partition over the full training set
     (:func:`fedlib.partition_check.check_partitions`, rows beside the CSV as
@@ -690,11 +694,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--list", action="store_true",
                         help="list the notebooks: paper figure or table, data and cost of each profile; run nothing")
     parser.add_argument("--plan", action="store_true",
-                        help="print the table notebooks' plan (runs, stored, runs whose data are missing here and "
+                        help="print the notebooks' plan (runs, stored, runs whose data are missing here and "
                              "why, estimated CPU- or GPU-hours on --device) and stop; always printed first for "
                              "--profile paper")
     parser.add_argument("--dry-run", action="store_true",
-                        help="run one round of every distinct config the table notebooks declare, on a small slice "
+                        help="run one round of every distinct config the notebooks declare, on a small slice "
                              "of its data (a stand-in where the data are missing), on the CPU; store nothing; rows "
                              "go to --dry-run-csv as they finish, and configs already there are skipped")
     parser.add_argument("--dry-run-csv", help="the dry run's CSV; default output/dry_run/<profile>.csv (the plan "
@@ -709,7 +713,7 @@ def build_parser() -> argparse.ArgumentParser:
                              "a row; every seed's partition is drawn over the full data either way)")
     parser.add_argument("--executor", choices=("serial", "local", "ray"), default="serial",
                         help="serial: each notebook trains its own runs, one after another (default); local or ray: "
-                             "first train every run the selected table notebooks declare (each distinct run once) "
+                             "first train every run the selected notebooks declare (each distinct run once) "
                              "on --workers local processes or as Ray tasks, then render the notebooks from the "
                              "store; --workers N > 1 alone means local")
     parser.add_argument("--workers", type=int, default=None,

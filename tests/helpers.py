@@ -1,5 +1,6 @@
 """Plain helpers the test modules share (fixtures are in conftest.py): the tiny run configs, a
-quiet engine run, one round of training, reading a notebook."""
+quiet engine run, one round of training, reading a notebook, a notebook's parameters and grid
+under one of its profiles."""
 
 import json
 import warnings
@@ -54,3 +55,30 @@ def planted_confusion() -> torch.Tensor:
     accuracy = torch.tensor([0.8, 0.99, 0.8, 0.95, 0.8, 0.97, 0.6, 0.95, 0.97, 0.96])
     confusion.diagonal().copy_(accuracy)
     return confusion
+
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def notebook_parameters(stem: str, profile: str, tmp_path: Path) -> dict:
+    """The parameters notebook ``stem`` runs with under ``profile``, as ``reproduce.sh`` passes them
+    (stores and output folders under ``tmp_path``)."""
+    from fedlib import plan
+    from fedlib.reproduce import build_overrides, load_profiles
+
+    overrides = build_overrides(profile, "cpu", None, tmp_path / "results", tmp_path / "figures", tmp_path / "tables")
+    passed = {**load_profiles(ROOT / "profiles", stem)[profile], **overrides}
+    return plan.notebook_parameters(ROOT / "notebooks" / f"{stem}.ipynb", passed)
+
+
+def declared(stem: str, profile: str, tmp_path: Path) -> list[RunConfig]:
+    """The runs notebook ``stem`` declares under ``profile`` (its grid function's)."""
+    from fedlib import plan
+
+    return plan.declared_configs(ROOT / "notebooks" / f"{stem}.ipynb", notebook_parameters(stem, profile, tmp_path))
+
+
+def differing_fields(a: RunConfig, b: RunConfig) -> set[str]:
+    """The fields that define the numbers (the hashed ones) in which two runs differ."""
+    first, second = a.hashed_fields(), b.hashed_fields()
+    return {name for name in first if first[name] != second[name]}

@@ -16,15 +16,6 @@ def fake_result(rounds: list[dict]) -> RunResult:
     return RunResult(cfg, rounds, {"class_names": NAMES})
 
 
-def test_centralised_is_one_iid_client_with_the_same_budget():
-    cfg = RunConfig(dataset="digits", model="mlp", partition="balanced", clients=10, rounds=7,
-                    local_epochs=3, participation=0.5)
-    central = class_gap.centralised(cfg)
-    assert (central.clients, central.partition, central.participation) == (1, "iid", 1.0)
-    assert (central.rounds, central.local_epochs, central.lr) == (7, 3, cfg.lr)
-    assert central.hash() != cfg.hash()
-
-
 def test_mean_subtracted_centres_and_ignores_nan():
     gaps = class_gap.mean_subtracted([0.9, 0.5, np.nan, 0.7])
     np.testing.assert_allclose(gaps[[0, 1, 3]], [0.2, -0.2, 0.0], atol=1e-12)

@@ -86,7 +86,8 @@ def test_the_notebook_runs_the_grid_the_planner_declares(stem, tmp_path, monkeyp
     assert runs_up_to_the_plan(ROOT / "notebooks" / f"{stem}.ipynb", parameters) == declared
 
 
-@pytest.mark.parametrize("stem", ["pkd_table1_4_class_accuracy", "pkd_table6_7_baselines", "pkd_table9_10_cost"])
+@pytest.mark.parametrize("stem", ["pkd_table1_4_class_accuracy", "pkd_table6_7_baselines", "pkd_table9_10_cost",
+                                  "pkd_fig3_6_9_class_accuracy_rounds", "pkd_fig11_expert_activation"])
 def test_paper_profile_pkd_runs_use_the_pilots_loss_normalisation(stem, tmp_path):
     overrides = build_overrides("paper", "cpu", None, tmp_path / "r", tmp_path / "f", tmp_path / "t")
 
@@ -98,3 +99,14 @@ def test_paper_profile_pkd_runs_use_the_pilots_loss_normalisation(stem, tmp_path
     paper = pkd_runs("paper")
     assert paper and all((c.method_args["normalise"], c.method_args["t_squared"]) == ("batch", True) for c in paper)
     assert all("t_squared" not in c.method_args for c in pkd_runs("smoke")), "other profiles keep PKD's defaults"
+
+
+@pytest.mark.parametrize("stem", sorted(grids.HOOK_TRAINED))
+def test_the_executor_leaves_hook_trained_runs_to_their_notebook_but_the_plan_counts_them(stem, tmp_path):
+    from fedlib.reproduce import notebook_runs
+
+    overrides = build_overrides("smoke", "cpu", None, tmp_path / "r", tmp_path / "f", tmp_path / "t")
+    parameters = {**load_profiles(ROOT / "profiles", stem)["smoke"], **overrides}
+    assert plan.declared_configs(ROOT / "notebooks" / f"{stem}.ipynb", parameters), "the plan counts them"
+    runs, _ = notebook_runs("smoke", stem, results_dir=tmp_path / "r", progress=False)
+    assert runs == [], "trained first without the hook, they would be trained twice"

@@ -70,3 +70,52 @@ def table2_office_caltech(p: Mapping) -> list[RunConfig]:
     base = run_config(p, *SHARED, "dataset", "model", "partition", "beta")
     # mu and tau passed explicitly: on office_caltech10 they equal FedCSD's per-dataset defaults (same run)
     return method_grid(base, p["methods"], {**p["method_args"], "fedcsd": csd_args(p)}, seed=p["seeds"])
+
+
+# ---------------------------------------------------------------------- figure notebooks
+def figure_base(p: Mapping, *shared: str, **fields) -> RunConfig:
+    """The base of the figure notebooks: their dataset, network, local training and subsets under
+    the paper's label skew, in their results store; ``shared`` and ``fields`` as in ``run_config``
+    (the rounds among them: Fig. 1 names its rounds ``pretrain_rounds``)."""
+    local_training = [name for name in SHARED if name != "rounds"]
+    return run_config(p, *local_training, "dataset", "model", "results_dir", *shared, partition="dirichlet",
+                      **fields)
+
+
+def fig1_drift(p: Mapping) -> list[RunConfig]:
+    """Fig. 1 (local models drift from the global model in logit space): the FedAvg run that trains
+    the starting global model. Not covered: the drift study itself (``fedlib.drift.drift_study``,
+    every client's local epochs from that model under the three local objectives), which the
+    notebook computes from the stored run."""
+    return [figure_base(p, "beta", "seed", rounds=p["pretrain_rounds"], method="fedavg")]
+
+
+def fig3_fig4_sweeps(p: Mapping) -> dict[str, list[RunConfig]]:
+    """Figs. 3 and 4, hyperparameter (mu, tau, alpha) -> FedCSD runs (value x seed) that change it
+    alone around the defaults, then "fedavg" -> the reference runs (one per seed). All three
+    arguments are always given, so a setting two sweeps share is one run."""
+    base, defaults, seeds = figure_base(p, "rounds", "beta"), csd_args(p), p["seeds"]
+    sweeps = {name: [base.replace(method="fedcsd", method_args={**defaults, name: value}, seed=s)
+                     for value in p[values] for s in seeds]
+              for name, values in (("mu", "mus"), ("tau", "taus"), ("alpha", "alphas"))}
+    return {**sweeps, "fedavg": [base.replace(method="fedavg", seed=s) for s in seeds]}
+
+
+def fig3_fig4_sensitivity(p: Mapping) -> list[RunConfig]:
+    """Figs. 3 and 4 (sensitivity to mu, tau and alpha): the three sweeps' FedCSD runs, then FedAvg's."""
+    return [c for runs in fig3_fig4_sweeps(p).values() for c in runs]
+
+
+def fig5_mask_filter(p: Mapping) -> list[RunConfig]:
+    """Fig. 5 (share of soft labels the adaptive mask filters, round by round): one FedCSD run per
+    Dirichlet beta; the notebook reads the rate from the runs' per-round metrics."""
+    return method_grid(figure_base(p, "rounds", "seed"), ["fedcsd"], {"fedcsd": csd_args(p)}, beta=p["betas"])
+
+
+def fig7_tsne(p: Mapping) -> list[RunConfig]:
+    """Fig. 7 (t-SNE of global and local features): the FedAvg run, then the FedCSD run, same data
+    and budget. Not covered: client ``local_client``'s two local updates from FedCSD's global model
+    (``fedlib.drift.local_update``) and the t-SNE embeddings, which the notebook computes from the
+    stored runs."""
+    base = figure_base(p, "rounds", "beta", "seed")
+    return [base.replace(method="fedavg"), base.replace(method="fedcsd", method_args=csd_args(p))]

@@ -58,3 +58,67 @@ def table5_combinations(p: Mapping) -> list[RunConfig]:
     """Table 5: FedLMD combined with FedProx and FedAvgM."""
     base = run_config(p, *SHARED, "dataset", "model", "beta", "augmentation", partition="dirichlet")
     return method_grid(base, p["methods"], combination_args(p), seed=p["seeds"])
+
+
+# ---------------------------------------------------------------------- figure notebooks
+def figure_base(p: Mapping) -> RunConfig:
+    """The base run of the FedLMD figure notebooks: the tables' budget and optimiser on a Dirichlet
+    split, in the notebook's results store (as the notebooks built their runs)."""
+    return run_config(p, *SHARED, "dataset", "model", "beta", "augmentation", partition="dirichlet",
+                      results_dir=p["results_dir"])
+
+
+def figure_lmd_args(p: Mapping) -> dict:
+    """FedLMD's and FedLMD-Tf's tau and beta (as in Tables 1-2, so stored runs are shared)."""
+    return {"tau": p["lmd_tau"], "beta": p["lmd_beta"]}
+
+
+def fig2_runs(p: Mapping) -> dict[str, RunConfig]:
+    """Fig. 2, method label -> run: FedAvg and FedLMD on the figure's split, one seed."""
+    base = figure_base(p).replace(seed=p["seed"])
+    return {"FedAvg": base.replace(method="fedavg"),
+            "FedLMD": base.replace(method="fedlmd", method_args=figure_lmd_args(p))}
+
+
+def fig2_prediction_distribution(p: Mapping) -> list[RunConfig]:
+    """Fig. 2 (what the sampled clients hold vs what the global model predicts): the runs of
+    :func:`fig2_runs`. The notebook trains them itself with a recording hook
+    (``prediction_stats.prediction_history``), so the grid executor leaves them to it."""
+    return list(fig2_runs(p).values())
+
+
+def fig4_kd_variants(p: Mapping) -> list[RunConfig]:
+    """Fig. 4 (FedAvg and its local distillation variants): every method x seed, the FedLMD
+    methods with :func:`figure_lmd_args`, the others with their defaults."""
+    lmd_methods = {m: figure_lmd_args(p) for m in p["methods"] if m.startswith("fedlmd")}
+    return method_grid(figure_base(p), p["methods"], lmd_methods, seed=p["seeds"])
+
+
+def fig7_9_points(p: Mapping) -> dict[tuple, RunConfig]:
+    """Figs. 7-9, (figure, knob, value, method) -> run (base seed), one knob varied at a time:
+    Fig. 7 each of ``fig7_methods`` at each local epochs E and clients per round, Fig. 8 FedLMD-Tf
+    switching to FedLMD at each round, Fig. 9 FedLMD and FedLMD-Tf at each tau and each beta.
+    Points that are one run (a knob at its base value, switch 0 or R) share its config."""
+    base, lmd_args, both = figure_base(p), figure_lmd_args(p), ("fedlmd", "fedlmd_tf")
+
+    def point(method: str, method_args: dict | None = None, **changes) -> RunConfig:
+        args = dict(lmd_args) if method.startswith("fedlmd") else {}
+        return base.replace(method=method, method_args={**args, **(method_args or {})}, **changes)
+
+    def switch(round_: int) -> RunConfig:  # 0 is plain FedLMD, R (or more) plain FedLMD-Tf
+        if round_ <= 0:
+            return point("fedlmd")
+        return point("fedlmd_tf") if round_ >= p["rounds"] else point("fedlmd_tf", {"switch_round": round_})
+
+    return {**{("fig7", "E", e, m): point(m, local_epochs=e) for e in p["epochs_grid"] for m in p["fig7_methods"]},
+            **{("fig7", "clients per round", n, m): point(m, participation=n / p["clients"])
+               for n in p["clients_per_round_grid"] for m in p["fig7_methods"]},
+            **{("fig8", "switch round", s, "fedlmd_tf"): switch(s) for s in p["switch_rounds"]},
+            **{("fig9", "tau", t, m): point(m, {"tau": t}) for t in p["tau_grid"] for m in both},
+            **{("fig9", "beta", b, m): point(m, {"beta": b}) for b in p["beta_grid"] for m in both}}
+
+
+def fig7_9_sensitivity(p: Mapping) -> list[RunConfig]:
+    """Figs. 7, 8, 9 (sensitivity to E, clients per round, switching round, tau, beta): every point
+    of :func:`fig7_9_points` x seed, a run shared by points listed once per point."""
+    return [cfg.replace(seed=seed) for cfg in fig7_9_points(p).values() for seed in p["seeds"]]

@@ -108,3 +108,61 @@ def table7_lambda(p: Mapping) -> list[RunConfig]:
 def table5_6_7_ablation(p: Mapping) -> list[RunConfig]:
     """Tables 5-7 together, each distinct run once (the full FedVLS run belongs to all three)."""
     return distinct(table5_ablation(p) + table6_combinations(p) + table7_lambda(p))
+
+
+# ---------------------------------------------------------------------- figure notebooks
+def local_update_global_model(p: Mapping) -> RunConfig:
+    """The initial global model of FedED Figs. 1, 4 and FedVLS Fig. 2: FedAvg on Dir(beta) for
+    ``rounds`` rounds, then broadcast to every client for the local update the figures analyse."""
+    return run_config(p, *SHARED, "dataset", "model", "beta", "rounds", "local_epochs", "weight_decay",
+                      "augmentation", "seed", partition="dirichlet", results_dir=p["results_dir"])
+
+
+def fig1_fig4_local_update(p: Mapping) -> list[RunConfig]:
+    """FedED Figs. 1 and 4 (class-wise accuracy after one local update): the initial global model,
+    the notebook's one stored run. Not covered: the local updates of every client for each panel
+    (FedAvg IID / FedAvg / FedLC / FedVLS), computed by ``fedlib.local_update`` from that model."""
+    return [local_update_global_model(p)]
+
+
+def fig2_confusion(p: Mapping) -> list[RunConfig]:
+    """FedVLS Fig. 2 (confusion matrix of one client's FedLC local model): the initial global
+    model, the notebook's one stored run (the same as Figs. 1 and 4). Not covered: the FedLC
+    local update of every client, computed by ``fedlib.local_update`` from that model."""
+    return [local_update_global_model(p)]
+
+
+def figure_method_args(p: Mapping) -> dict:
+    """``method_args`` with FedVLS's lambda ``fedvls_lam`` (one value: a figure's one dataset)."""
+    method_args = p["method_args"]
+    return {**method_args, "fedvls": {**method_args.get("fedvls", {}), "lam": p["fedvls_lam"]}}
+
+
+def fig5_convergence(p: Mapping) -> list[RunConfig]:
+    """FedED Fig. 5 / FedVLS Fig. 3 (test accuracy per round): every Dirichlet beta x method x seed."""
+    base = run_config(p, *SHARED, "dataset", "model", "rounds", "local_epochs", "weight_decay", "augmentation",
+                      partition="dirichlet", results_dir=p["results_dir"])
+    method_args = figure_method_args(p)
+    return [cfg.replace(method_args=method_args.get(cfg.method, {}))
+            for cfg in experiments.grid(base, beta=p["betas"], method=p["methods"], seed=p["seeds"])]
+
+
+SENSITIVITY_AXES = {"participation": "participations", "local_epochs": "epoch_values", "clients": "client_counts"}
+
+
+def fig6_settings(p: Mapping) -> dict[tuple, RunConfig]:
+    """FedED Fig. 6 / FedVLS Fig. 4, (field, value, method, seed) -> run: one field of
+    :data:`SENSITIVITY_AXES` swept at a time around the default point (participation,
+    local_epochs, clients), which therefore appears once in every row."""
+    base = run_config(p, *SHARED, "dataset", "model", "beta", "participation", "rounds", "local_epochs",
+                      "weight_decay", "augmentation", partition="dirichlet", results_dir=p["results_dir"])
+    method_args = figure_method_args(p)
+    return {(field, getattr(cfg, field), cfg.method, cfg.seed): cfg.replace(method_args=method_args.get(cfg.method, {}))
+            for field, values in SENSITIVITY_AXES.items()
+            for cfg in experiments.grid(base, **{field: p[values]}, method=p["methods"], seed=p["seeds"])}
+
+
+def fig6_sensitivity(p: Mapping) -> list[RunConfig]:
+    """FedED Fig. 6 / FedVLS Fig. 4 (sensitivity to R, E and N): :func:`fig6_settings`' runs,
+    each distinct run once (the default point is one run in all three rows)."""
+    return distinct(fig6_settings(p).values())

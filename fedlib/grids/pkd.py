@@ -161,3 +161,77 @@ def pilot_runs(p: Mapping) -> dict[tuple[str, int], RunConfig]:
 def pilot_loss_normalisation(p: Mapping) -> list[RunConfig]:
     """The runs of :func:`pilot_runs`."""
     return list(pilot_runs(p).values())
+
+
+# ---------------------------------------------------------------------- figure notebooks
+FIGURE_SHARED = ("dataset", "clients", "local_epochs", "batch_size", "lr", "momentum", "seed", "max_train_samples",
+                 "max_test_samples")
+
+
+def figure_run(p: Mapping, *shared: str, **fields) -> RunConfig:
+    """A run of a PKD figure notebook (one seed): the parameters of ``FIGURE_SHARED`` and ``shared``,
+    ``fields`` over them, in the notebook's results store (as the notebooks built their runs)."""
+    return run_config(p, *FIGURE_SHARED, *shared, results_dir=p["results_dir"], **fields)
+
+
+def centralised(cfg: RunConfig) -> RunConfig:
+    """One client holding all training data (iid), same rounds and local epochs as ``cfg``."""
+    return cfg.replace(clients=1, partition="iid", participation=1.0)
+
+
+def fig2_runs(p: Mapping) -> dict[tuple[str, str], RunConfig]:
+    """Fig. 2a, (network, paradigm) -> FedAvg run: per network (``models``), centralised (one
+    client holding all the data, same epochs) and federated on each of ``partitions``."""
+    base = figure_run(p, "rounds", "classes_per_client", method="fedavg")
+    runs = {}
+    for model in p["models"]:
+        federated = base.replace(model=model)
+        runs[(model, "centralised")] = centralised(federated)
+        runs.update({(model, f"FL {partition}"): federated.replace(partition=partition)
+                     for partition in p["partitions"]})
+    return runs
+
+
+def fig2_class_gap(p: Mapping) -> list[RunConfig]:
+    """Fig. 2a (class accuracy minus its mean): the runs of :func:`fig2_runs`."""
+    return list(fig2_runs(p).values())
+
+
+def fig3_6_9_runs(p: Mapping) -> dict[tuple[str, str], RunConfig]:
+    """Figs. 3, 6 and 9, (partition, method) -> run: FedAvg and PKD on each of ``partitions``, PKD
+    with ``lam``, the loss normalisation and the weak-class groups pinned for the dataset, if any."""
+    base = figure_run(p, "model", "rounds", "classes_per_client")
+    groups = {"groups": p["pkd_groups"][p["dataset"]]} if p["dataset"] in p["pkd_groups"] else {}
+    method_args = {"fedavg": {}, "pkd": pkd_args(p, p["lam"], **groups)}
+    return {(partition, method): base.replace(partition=partition, method=method, method_args=args)
+            for partition in p["partitions"] for method, args in method_args.items()}
+
+
+def fig3_6_9_class_accuracy_rounds(p: Mapping) -> list[RunConfig]:
+    """Figs. 3, 6 and 9 (class accuracy per round, FedAvg vs PKD): the runs of :func:`fig3_6_9_runs`."""
+    return list(fig3_6_9_runs(p).values())
+
+
+def fig4_5_7_weak_class_discovery(p: Mapping) -> list[RunConfig]:
+    """Figs. 4, 5 and 7 (weak-class discovery): the FedAvg warm-up run, ``warmup_rounds`` rounds.
+
+    Not covered: the per-round class statistics behind Fig. 7 and the discovery step, which
+    ``class_gap.track_class_statistics`` records by training this run with a hook (unless cached
+    beside the store; it stores the run when the store lacks it), and the test-set predictions
+    and t-SNE of Figs. 4 and 5, computed from the stored model.
+    """
+    return [figure_run(p, "model", "partition", method="fedavg", rounds=p["warmup_rounds"])]
+
+
+def fig11_runs(p: Mapping) -> dict[str, RunConfig]:
+    """Fig. 11, panel title -> PKD run: (a) ``clients`` class-balanced clients, (b) Dir(``beta``)
+    over ``dirichlet_clients`` clients."""
+    base = figure_run(p, "model", "rounds", "classes_per_client", method="pkd", method_args=pkd_args(p, p["lam"]))
+    return {f"(a) balanced, {p['clients']} clients": base.replace(partition="balanced"),
+            f"(b) Dir({p['beta']}), {p['dirichlet_clients']} clients":
+                base.replace(partition="dirichlet", beta=p["beta"], clients=p["dirichlet_clients"])}
+
+
+def fig11_expert_activation(p: Mapping) -> list[RunConfig]:
+    """Fig. 11 (how often PKD's experts fire): the runs of :func:`fig11_runs`."""
+    return list(fig11_runs(p).values())
