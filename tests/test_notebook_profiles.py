@@ -118,6 +118,21 @@ def test_the_cell_after_the_parameters_cell_applies_this_notebooks_profile(path:
     assert not Path(cell["results_dir"]).is_absolute() and ".." not in cell["results_dir"]
 
 
+@each_notebook
+def test_the_parameters_cell_is_the_smoke_profile(path: Path):
+    """What the reader sees in the parameters cell runs by default: the smoke section sets only what
+    differs from the cell, and resolving it leaves every value of the cell as written (folders and
+    device aside). Values compare by repr, so 1 and 1.0 or a list and a tuple count as different."""
+    cell = cell_defaults(path)
+    smoke = load_profiles(REPO_ROOT / "profiles", path.stem)["smoke"]
+    repeated = sorted(name for name, value in smoke.items() if name in cell and repr(cell[name]) == repr(value))
+    assert not repeated, f"the smoke section of profiles/{path.stem}.yaml repeats the parameters cell: {repeated}"
+    resolved = resolve_parameters(path.stem, cell, {"profile": "smoke"}, root=REPO_ROOT)
+    rewritten = [name for name in cell if name.endswith("_dir") or name == "device"]
+    changed = sorted(name for name in cell if name not in rewritten and repr(resolved[name]) != repr(cell[name]))
+    assert not changed, f"the smoke profile changes {changed}: write its values into the parameters cell"
+
+
 # ---------------------------------------------------------------- executed
 APPLY_AND_DUMP = """\
 import json
