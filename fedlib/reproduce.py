@@ -54,7 +54,7 @@ class NotebookRun:
     """What happened to one notebook."""
 
     stem: str
-    status: str  # "ok" or "FAILED"
+    status: str  # "ok", "FAILED", or "skipped" (render-only: its runs are not stored)
     seconds: float
     output_path: Path
     note: str = ""
@@ -62,6 +62,10 @@ class NotebookRun:
     @property
     def ok(self) -> bool:
         return self.status == "ok"
+
+    @property
+    def failed(self) -> bool:
+        return self.status == "FAILED"
 
 
 def find_notebooks(notebooks_dir: Path, only: str | None = None) -> list[Path]:
@@ -222,7 +226,11 @@ def run_notebooks(
         for notebook in notebooks:
             entry = profiles[notebook.stem].get(profile)
             started = time.time()
-            runs.append(_run_one(notebook, entry, overrides, out_dir, kernel, log_output))
+            skip = render_skip_reason(notebook, entry, overrides, root)
+            if skip:
+                runs.append(NotebookRun(notebook.stem, "skipped", 0.0, out_dir / notebook.name, skip))
+            else:
+                runs.append(_run_one(notebook, entry, overrides, out_dir, kernel, log_output))
             if runs[-1].ok and publish:
                 for folder, kind in ((overrides["figures_dir"], "figure"), (overrides["tables_dir"], "table")):
                     index_outputs(Path(folder), kind, notebook.stem, profile, started, all_stems)
@@ -487,6 +495,34 @@ def _check_profile(profile: str, profiles: dict[str, dict]) -> None:
         raise one_of("profile", profile, known)
 
 
+def render_skip_reason(notebook: Path, entry: dict | None, overrides: dict, root: Path = REPO_ROOT) -> str | None:
+    """Why render-only mode leaves ``notebook`` out (None: render it, and always outside that mode).
+
+    A table notebook renders when a store holds at least one of its runs (the others read "not
+    run"); a figure notebook (``*_fig*``) needs every run it declares; a notebook that trains
+    without a grid function (``getting_started``) has nothing to render from."""
+    from fedlib import grids, store
+    from fedlib.engine import render_only
+    from fedlib.plan import declared_configs
+
+    if not render_only():
+        return None
+    if grids.grid_for(notebook.stem) is None:
+        cells = json.loads(notebook.read_text(encoding="utf-8"))["cells"]
+        trains = any("run_all(" in "".join(c["source"]) for c in cells if c["cell_type"] == "code")
+        return "render-only: it trains its own runs (no grid function)" if trains else None
+    with _fedlib_importable():
+        configs = {cfg.hash(): cfg for cfg in declared_configs(notebook, {**(entry or {}), **overrides})}
+    results_dir = overrides.get("results_dir") or str(root / "results")
+    stored = sum(store.is_stored(cfg, results_dir) for cfg in configs.values())
+    runs = f"{len(configs)} run{'s' if len(configs) != 1 else ''}"
+    if stored == 0:
+        return f"render-only: no store holds any of its {runs}"
+    if "_fig" in notebook.stem and stored < len(configs):
+        return f"render-only: the figure needs all its {runs}; {stored} stored"
+    return None
+
+
 def _run_one(
     notebook: Path, entry: dict | None, overrides: dict, out_dir: Path, kernel: str, log_output: bool
 ) -> NotebookRun:
@@ -595,13 +631,18 @@ def format_run(run: NotebookRun, width: int) -> str:
 
 
 def format_summary(runs: Sequence[NotebookRun]) -> str:
-    """A plain-text table: notebook, status, seconds, note; the last line counts the failures."""
+    """A plain-text table: notebook, status, seconds, note; the last line counts the failures
+    (and the notebooks render-only mode skipped)."""
     width = max([len("notebook")] + [len(run.stem) for run in runs])
     lines = [f"{'notebook':<{width}}  status  seconds  note"]
     lines += [format_run(run, width) for run in runs]
-    failed = [run.stem for run in runs if not run.ok]
+    failed = [run.stem for run in runs if run.failed]
+    skipped = sum(run.status == "skipped" for run in runs)
+    skipped_note = f"; {skipped} skipped: their runs are not stored" if skipped else ""
     if failed:
-        lines.append(f"{len(failed)} of {len(runs)} notebooks failed: {', '.join(failed)}")
+        lines.append(f"{len(failed)} of {len(runs)} notebooks failed: {', '.join(failed)}{skipped_note}")
+    elif skipped:
+        lines.append(f"{len(runs) - skipped} of {len(runs)} notebooks ran{skipped_note}")
     else:
         lines.append(f"all {len(runs)} notebooks ran")
     return "\n".join(lines)
@@ -815,7 +856,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if runs:
         print(f"executed notebooks in {_shown(runs[0].output_path.parent)}")
         print(_written_to(args, notebooks_dir.parent))
-    return 0 if all(run.ok for run in runs) else 1
+    return 1 if any(run.failed for run in runs) else 0
 
 
 def _written_to(args: argparse.Namespace, root: Path) -> str:

@@ -287,6 +287,14 @@ def cost_frame(results: Sequence[RunResult], targets: Sequence[float], labels: d
 DIVERGED = "diverged"  # a cell one of whose runs diverged: no number is shown
 NOT_RUN = "not run"  # a cell none of whose runs is in a store (render-only mode)
 
+
+def most_frequent(values: pd.Series) -> str:
+    """The most frequent of a cell's values over its seeds (e.g. the worst class); :data:`NOT_RUN`
+    when none of its runs is stored (render-only mode leaves their values empty)."""
+    present = values.dropna()
+    return present.mode().iloc[0] if len(present) else NOT_RUN
+
+
 def paper_layout(frame: pd.DataFrame, value: str, index: str = "label",
                  columns: str | list[str] | None = ("dataset", "setting"), digits: int = 2,
                  row_order: Sequence[str] | None = None, mark_best: bool = True

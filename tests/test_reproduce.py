@@ -320,3 +320,53 @@ def test_reproduce_refuses_an_empty_only_and_a_missing_data_folder(tmp_path, cap
     assert "no notebook names" in capsys.readouterr().err
     assert reproduce.main(["--list", "--data", str(tmp_path / "nowhere")]) == 2
     assert "no such folder" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------------- render-only: what is left out
+REPO = Path(__file__).resolve().parents[1]
+
+
+def skip_reason(stem: str, tmp_path: Path, stored_hashes: set[str] | None, monkeypatch) -> str | None:
+    """``render_skip_reason`` for a committed notebook under its smoke profile, with the store
+    holding exactly ``stored_hashes`` (None: all of them)."""
+    from fedlib import store
+    from fedlib.reproduce import build_overrides, load_profiles, render_skip_reason
+
+    monkeypatch.setattr(store, "is_stored", lambda cfg, results_dir=None: stored_hashes is None
+                        or cfg.hash() in stored_hashes)
+    overrides = build_overrides("smoke", "cpu", None, tmp_path / "r", tmp_path / "f", tmp_path / "t")
+    entry = load_profiles(REPO / "profiles", stem)["smoke"]
+    return render_skip_reason(REPO / "notebooks" / f"{stem}.ipynb", entry, overrides, REPO)
+
+
+def declared_hashes(stem: str, tmp_path: Path) -> list[str]:
+    from tests.helpers import declared
+
+    return list(dict.fromkeys(cfg.hash() for cfg in declared(stem, "smoke", tmp_path)))
+
+
+def test_render_only_skips_a_notebook_no_store_holds_and_a_figure_missing_a_run(tmp_path, monkeypatch):
+    monkeypatch.setenv("FEDLIB_RENDER_ONLY", "1")
+    table, figure = "pkd_table1_4_class_accuracy", "pkd_fig3_6_9_class_accuracy_rounds"
+    assert "no store holds any of its 4 runs" in skip_reason(table, tmp_path, set(), monkeypatch)
+    one = set(declared_hashes(table, tmp_path)[:1])
+    assert skip_reason(table, tmp_path, one, monkeypatch) is None, "a table renders its other cells as 'not run'"
+    some = set(declared_hashes(figure, tmp_path)[:3])
+    assert "needs all its 4 runs; 3 stored" in skip_reason(figure, tmp_path, some, monkeypatch)
+    assert skip_reason(figure, tmp_path, None, monkeypatch) is None
+    assert "trains its own runs" in skip_reason("getting_started", tmp_path, None, monkeypatch)
+    assert skip_reason("fedvls_fig3_partitions", tmp_path, set(), monkeypatch) is None, "it trains nothing"
+
+
+def test_outside_render_only_nothing_is_skipped(tmp_path, monkeypatch):
+    monkeypatch.delenv("FEDLIB_RENDER_ONLY", raising=False)
+    assert skip_reason("pkd_table1_4_class_accuracy", tmp_path, set(), monkeypatch) is None
+
+
+def test_a_skipped_notebook_is_counted_but_is_no_failure():
+    from fedlib.reproduce import NotebookRun
+
+    runs = [NotebookRun("a", "ok", 1.0, Path("a.ipynb")),
+            NotebookRun("b", "skipped", 0.0, Path("b.ipynb"), "render-only: no store holds any of its 2 runs")]
+    assert format_summary(runs).splitlines()[-1] == "1 of 2 notebooks ran; 1 skipped: their runs are not stored"
+    assert not runs[1].failed and not runs[1].ok
