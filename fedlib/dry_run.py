@@ -628,16 +628,20 @@ class _Worker:
 
 
 def _worker_main(connection, threads: int) -> None:
-    """A worker's loop: a config dict in, its row out, until None arrives."""
+    """A worker's loop: a config dict in, its row out, until None arrives or the parent is gone
+    (killed: the row it was running is run again when the dry run resumes)."""
     import torch
 
     torch.set_num_threads(threads)
-    while True:
-        job = connection.recv()
-        if job is None:
-            return
-        row = run_one(RunConfig.from_dict(job))
-        connection.send({k: v for k, v in row.items() if not k.startswith(("round_", "client_"))})
+    try:
+        while True:
+            job = connection.recv()
+            if job is None:
+                return
+            row = run_one(RunConfig.from_dict(job))
+            connection.send({k: v for k, v in row.items() if not k.startswith(("round_", "client_"))})
+    except (BrokenPipeError, EOFError, ConnectionResetError):
+        return  # the parent was stopped: leave quietly instead of printing a traceback into its log
 
 
 # ---------------------------------------------------------------------- the report

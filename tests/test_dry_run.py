@@ -206,3 +206,13 @@ def test_settings_a_scheme_does_not_read_do_not_make_another_draw(tmp_path):
                                                       iid.replace(partition="dirichlet", beta=0.1)]}
     frame = partition_check.check_partitions(configs, progress=False)
     assert sorted(zip(frame["partition"], frame["configs"])) == [("dirichlet", 1), ("iid", 2)]
+
+
+def test_a_worker_whose_parent_is_gone_leaves_without_a_traceback():
+    import multiprocessing
+
+    from fedlib.dry_run import _worker_main
+
+    parent, child = multiprocessing.Pipe()
+    parent.close()  # the dry run was killed: the worker's next receive finds nobody
+    _worker_main(child, 1)  # returns; before, EOFError escaped and printed into the dry run's log
