@@ -332,7 +332,8 @@ def run(cfg: RunConfig, *, hooks: Sequence[Observer] = (), progress: bool = True
     if reference is not None:  # a committed full-scale run: read-only, metrics only
         return _served(cfg, reference, progress)
     if use_store and render_only():
-        raise NotRun(f"run {cfg.hash()} ({cfg.method} on {cfg.dataset}, seed {cfg.seed}) is in no store "
+        why = "must be recomputed for a recording hook" if hooks else "is in no store"
+        raise NotRun(f"run {cfg.hash()} ({cfg.method} on {cfg.dataset}, seed {cfg.seed}) {why} "
                      "and FEDLIB_RENDER_ONLY is set")
     if record is not None and hooks and (record.folder / "config.json").exists():
         record = None  # hooks must see every round: recompute beside the stored run, leaving it untouched

@@ -476,8 +476,11 @@ def test_render_only_trains_nothing_and_marks_cells_not_run(tmp_path, reference,
     stored, missing = tiny_config(rounds=2, method="fedavg"), tiny_config(rounds=2, method="fedprox")
     engine.run(stored, results_dir=tmp_path, progress=False)
     monkeypatch.setenv("FEDLIB_RENDER_ONLY", "1")
-    with pytest.raises(engine.NotRun):
+    with pytest.raises(engine.NotRun, match="is in no store"):
         engine.run(missing, results_dir=tmp_path, progress=False)
+    # stored, but a hook must see every round: it would be recomputed, which render-only forbids
+    with pytest.raises(engine.NotRun, match="recomputed for a recording hook"):
+        engine.run(stored, results_dir=tmp_path, progress=False, hooks=[object()])
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         results = experiments.run_all([stored, missing], results_dir=tmp_path, progress=False)
