@@ -51,8 +51,13 @@ def declared_configs(notebook: Path, parameters: dict) -> list[RunConfig] | None
 
 def prints_plan(notebook: Path) -> bool:
     """Whether a code cell of ``notebook`` prints the plan of a grid (a notebook with a grid function)."""
+    return code_mentions(notebook, PLAN_CALL)
+
+
+def code_mentions(notebook: Path, text: str) -> bool:
+    """Whether any code cell of ``notebook`` contains ``text`` (e.g. a call such as ``"run_all("``)."""
     cells = json.loads(Path(notebook).read_text(encoding="utf-8"))["cells"]
-    return any(PLAN_CALL in "".join(c["source"]) for c in cells if c["cell_type"] == "code")
+    return any(text in "".join(c["source"]) for c in cells if c["cell_type"] == "code")
 
 
 def notebook_parameters(notebook: Path, parameters: dict) -> dict:

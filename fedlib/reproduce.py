@@ -503,13 +503,12 @@ def render_skip_reason(notebook: Path, entry: dict | None, overrides: dict, root
     without a grid function (``getting_started``) has nothing to render from."""
     from fedlib import grids, store
     from fedlib.engine import render_only
-    from fedlib.plan import declared_configs
+    from fedlib.plan import code_mentions, declared_configs
 
     if not render_only():
         return None
     if grids.grid_for(notebook.stem) is None:
-        cells = json.loads(notebook.read_text(encoding="utf-8"))["cells"]
-        trains = any("run_all(" in "".join(c["source"]) for c in cells if c["cell_type"] == "code")
+        trains = code_mentions(notebook, "run_all(")
         return "render-only: it trains its own runs (no grid function)" if trains else None
     with _fedlib_importable():
         configs = {cfg.hash(): cfg for cfg in declared_configs(notebook, {**(entry or {}), **overrides})}

@@ -7,6 +7,7 @@ import pytest
 
 from fedlib.errors import FedlibError
 from fedlib.reproduce import find_notebooks, format_summary, main, run_notebooks
+from tests.helpers import ROOT, declared
 
 nbformat = pytest.importorskip("nbformat")
 
@@ -323,9 +324,6 @@ def test_reproduce_refuses_an_empty_only_and_a_missing_data_folder(tmp_path, cap
 
 
 # ---------------------------------------------------------------------- render-only: what is left out
-REPO = Path(__file__).resolve().parents[1]
-
-
 def skip_reason(stem: str, tmp_path: Path, stored_hashes: set[str] | None, monkeypatch) -> str | None:
     """``render_skip_reason`` for a committed notebook under its smoke profile, with the store
     holding exactly ``stored_hashes`` (None: all of them)."""
@@ -335,13 +333,11 @@ def skip_reason(stem: str, tmp_path: Path, stored_hashes: set[str] | None, monke
     monkeypatch.setattr(store, "is_stored", lambda cfg, results_dir=None: stored_hashes is None
                         or cfg.hash() in stored_hashes)
     overrides = build_overrides("smoke", "cpu", None, tmp_path / "r", tmp_path / "f", tmp_path / "t")
-    entry = load_profiles(REPO / "profiles", stem)["smoke"]
-    return render_skip_reason(REPO / "notebooks" / f"{stem}.ipynb", entry, overrides, REPO)
+    entry = load_profiles(ROOT / "profiles", stem)["smoke"]
+    return render_skip_reason(ROOT / "notebooks" / f"{stem}.ipynb", entry, overrides, ROOT)
 
 
 def declared_hashes(stem: str, tmp_path: Path) -> list[str]:
-    from tests.helpers import declared
-
     return list(dict.fromkeys(cfg.hash() for cfg in declared(stem, "smoke", tmp_path)))
 
 
