@@ -1,0 +1,94 @@
+"""tools/full_scale_readme.py: README.md's full-scale tables are generated from the committed tables.
+
+Only committed files are read (README.md, tables/paper/, reference_results/, the profiles); nothing trains.
+"""
+
+import shutil
+import statistics
+
+import pandas as pd
+import pytest
+
+from tools import full_scale_readme as fsr
+
+
+@pytest.fixture(scope="module")
+def blocks():
+    """The generated blocks, rendered once for the module."""
+    return fsr.render()
+
+
+def test_the_committed_readme_is_up_to_date(blocks):
+    assert fsr.check(fsr.README, blocks) is None
+
+
+@pytest.mark.parametrize("ours, paper, paper_std, fedavg, expected", [
+    (97.0, 98.0, 0.2, (96.0, 97.0), fsr.REPRODUCED),  # within the paper's std + 1.5
+    (96.3, 98.0, 0.2, (96.0, 97.0), fsr.REPRODUCED),  # 1.7 = 0.2 + 1.5: the edge counts
+    (96.5, 98.0, None, (96.0, 97.0), fsr.REPRODUCED),  # no std: 1.5 alone
+    (96.49, 98.0, None, (99.0, 97.0), fsr.NOT_REPRODUCED),  # no std, 1.51 off, FedAvg order broken
+    (90.69, 95.59, 0.05, (95.58, 96.69), fsr.ORDERING),  # below FedAvg in both: ordering kept
+    (89.09, 95.56, 0.12, (95.30, 94.77), fsr.NOT_REPRODUCED),  # above FedAvg in the paper, below in ours
+    (93.0, 96.0, 0.4, None, fsr.NOT_REPRODUCED),  # FedAvg itself, too far off
+    (93.0, 96.0, 0.4, (None, 94.0), fsr.NO_BASELINE),  # our FedAvg not run: the ordering is unknown
+])
+def test_the_verdict_rule(ours, paper, paper_std, fedavg, expected):
+    assert fsr.verdict(ours, paper, paper_std, fedavg) == expected
+
+
+def test_a_stale_readme_is_detected(tmp_path, blocks):
+    text = fsr.README.read_text(encoding="utf-8")
+    for name, number, typo in (("fedvls_table1", "| 95.30 |", "| 95.31 |"), ("pkd_table1", "98.61", "98.16")):
+        block = fsr.block_of(text, name)
+        assert number in block
+        stale = tmp_path / f"README_{name}.md"
+        stale.write_text(fsr.replace_block(text, name, block.replace(number, typo, 1)), encoding="utf-8")
+        message = fsr.check(stale, blocks)
+        assert message is not None and f"its {name} table differs" in message and "\n" not in message
+    assert fsr.main(["--check", "--readme", str(tmp_path / "README_fedvls_table1.md")]) == 1
+
+
+def test_write_fills_the_blocks_and_leaves_the_prose(tmp_path, blocks):
+    readme = tmp_path / "README.md"
+    begin, end = fsr.markers("pkd_table1")
+    readme.write_text(f"prose 1.23\n{begin}\nold\n{end}\nmore prose\n", encoding="utf-8")
+    fsr.write(readme, {"pkd_table1": blocks["pkd_table1"]})
+    assert readme.read_text(encoding="utf-8") == f"prose 1.23\n{begin}\n{blocks['pkd_table1']}\n{end}\nmore prose\n"
+
+
+def _fedavg_seeds(tmp_path, monkeypatch, values):
+    """The FedVLS tables with FedAvg Dir(0.05) as three stored seeds of ``values`` (best accuracy,
+    %), the committed CSV holding their mean and population std."""
+    tables = tmp_path / "tables"
+    shutil.copytree(fsr.TABLES, tables)
+    frame = pd.read_csv(tables / "fedvls_table1_vs_paper.csv")
+    row = (frame["method"] == "fedavg") & (frame["dataset"] == "mnist") & frame["setting"].str.endswith("beta=0.05")
+    frame.loc[row, ["ours", "ours_std"]] = [round(statistics.fmean(values), 2), round(statistics.pstdev(values), 2)]
+    frame.to_csv(tables / "fedvls_table1_vs_paper.csv", index=False)
+    real = fsr.stored_summaries
+
+    def summaries(configs):
+        if configs and configs[0].method == "fedavg" and configs[0].beta == 0.05 and configs[0].dataset == "mnist":
+            return [{"best_accuracy": v / 100, "seed": cfg.seed} for v, cfg in zip(values, configs)]
+        return real(configs)
+
+    monkeypatch.setattr(fsr, "TABLES", tables)
+    monkeypatch.setattr(fsr, "stored_summaries", summaries)
+    return tables
+
+
+def test_a_cell_of_several_seeds_shows_mean_std_and_its_seed_count(tmp_path, monkeypatch):
+    _fedavg_seeds(tmp_path, monkeypatch, [94.9, 95.1, 95.3])
+    block = fsr.fedvls_block()
+    assert "| FedAvg Dir(0.05) | 94.77 ± 0.44 | 95.10 ± 0.16 (3 seeds) | +0.33 | reproduced |" in block
+    assert "Ours mixes seed counts" in block
+    assert "16 cells one run (seed 0); 1 cell the mean ± population std over 3 seeds (0, 1, 2)" in block
+
+
+def test_a_table_that_disagrees_with_the_reference_store_stops_the_tool(tmp_path, monkeypatch):
+    tables = _fedavg_seeds(tmp_path, monkeypatch, [94.9, 95.1, 95.3])
+    frame = pd.read_csv(tables / "fedvls_table1_vs_paper.csv")
+    frame.loc[frame["ours"] == 95.1, "ours_std"] = float("nan")  # as if published from one seed
+    frame.to_csv(tables / "fedvls_table1_vs_paper.csv", index=False)
+    with pytest.raises(fsr.StaleTable, match="fedavg partition=dirichlet;beta=0.05.*3 run"):
+        fsr.fedvls_block()

@@ -1,0 +1,416 @@
+"""Regenerate the full-scale tables of README.md ("What reproduces at full scale") from the
+committed paper-profile tables, so that no number there is typed by hand.
+
+    .venv/bin/python tools/full_scale_readme.py           # print the generated blocks
+    .venv/bin/python tools/full_scale_readme.py --write   # rewrite them in README.md
+    .venv/bin/python tools/full_scale_readme.py --check   # exit 1 when README.md is stale
+
+Sources: ``tables/paper/fedvls_table1_vs_paper.csv`` (FedED/FedVLS Table 1, MNIST column),
+``tables/paper/pkd_table1_vs_paper.csv`` and ``pkd_table1_4_worst_class.csv`` (PKD Table 1). They
+hold means and std over seeds but not how many seeds went into a cell: the seed count comes from
+the runs of the notebook's paper-profile grid that the reference store (``reference_results/``)
+holds. A cell whose stored runs disagree with the committed table (a run added, the table not
+republished) stops the tool: republish the tables first. Only the lines between a block's
+markers ``<!-- full-scale:NAME begin -->`` and ``<!-- full-scale:NAME end -->`` are rewritten.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+import sys
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import pandas as pd
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from fedlib.grids import fedvls, pkd  # noqa: E402
+from fedlib.notebook import load_profiles  # noqa: E402
+from fedlib.plan import notebook_parameters  # noqa: E402
+from fedlib.plots import display_name  # noqa: E402
+from fedlib.tables import setting_label  # noqa: E402
+
+README = ROOT / "README.md"
+TABLES = ROOT / "tables" / "paper"
+STORE = ROOT / "reference_results"
+FEDVLS_NOTEBOOK, PKD_NOTEBOOK = "fedvls_table1_4_dirichlet", "pkd_table1_4_class_accuracy"
+TOLERANCE = 1.5  # points beyond the paper's std within which a cell counts as reproduced
+BASELINE = "fedavg"
+REPRODUCED, ORDERING, NOT_REPRODUCED = "reproduced", "ordering reproduced, values differ", "not reproduced"
+NO_BASELINE = "values differ; ordering not checked (FedAvg not run)"
+NOT_RUN = "not run"
+RULE = (f"Verdicts are computed by `tools/full_scale_readme.py` from the numbers shown: **{REPRODUCED}** when "
+        f"|ours - paper| <= the paper's std (0 where it gives none) + {TOLERANCE}; otherwise **{ORDERING}** "
+        f"when the method stands on the same side of FedAvg (better or worse) in ours as in the paper, in that "
+        f"column; otherwise **{NOT_REPRODUCED}** (FedAvg itself, outside the tolerance, is {NOT_REPRODUCED}).")
+REPUBLISH = ("republish it (./reproduce.sh --profile paper --render-only --publish --figures figures/paper "
+             "--tables tables/paper --only {notebook}), then run tools/full_scale_readme.py --write")
+
+
+class StaleTable(Exception):
+    """A committed table disagrees with the reference store, or README.md with the tables."""
+
+
+@dataclass
+class Cell:
+    """One cell of a paper table: the paper's number and ours (PKD: the Min), with the seeds behind ours."""
+
+    method: str
+    column: str  # the paper's column, e.g. "Dir(0.05)" or "MNIST, 10 clients"
+    paper: float
+    paper_std: float | None
+    ours: float | None
+    ours_std: float | None
+    seeds: tuple[int, ...] = ()  # the stored, not diverged runs behind ours
+    diverged: tuple[int, ...] = ()
+    paper_text: str = ""
+    ours_text: str = ""
+    verdict: str = ""
+
+
+# ---------------------------------------------------------------------- the rule
+def verdict(ours: float, paper: float, paper_std: float | None = None,
+            fedavg: tuple[float | None, float] | None = None) -> str:
+    """The verdict on one table cell, on its numbers as the table shows them (2 decimals).
+
+    - "reproduced" when |ours - paper| <= paper_std (0 when the paper gives none) + TOLERANCE;
+    - else "ordering reproduced, values differ" when the method stands on the same side of FedAvg
+      (better, worse or level) in ours as in the paper; ``fedavg`` is (our FedAvg, the paper's
+      FedAvg) in the same column;
+    - else "not reproduced". FedAvg itself (``fedavg`` None) has no ordering to keep: outside the
+      tolerance it is "not reproduced". Where our FedAvg is not run (``fedavg[0]`` None) the
+      ordering cannot be checked, and the verdict says so.
+
+    PKD's cells pass their Min (the worst class's accuracy).
+    """
+    if abs(round(ours - paper, 2)) <= round((paper_std or 0.0) + TOLERANCE, 2):
+        return REPRODUCED
+    if fedavg is None:
+        return NOT_REPRODUCED
+    ours_fedavg, paper_fedavg = fedavg
+    if ours_fedavg is None:
+        return NO_BASELINE
+    return ORDERING if _side(ours, ours_fedavg) == _side(paper, paper_fedavg) else NOT_REPRODUCED
+
+
+def _side(value: float, fedavg: float) -> int:
+    """-1, 0 or 1: worse than, level with or better than FedAvg, at the table's 2 decimals."""
+    difference = round(value - fedavg, 2)
+    return (difference > 0) - (difference < 0)
+
+
+def judge(cells: list[Cell]) -> None:
+    """Set every run cell's verdict, against FedAvg of its column."""
+    fedavg = {c.column: c for c in cells if c.method == BASELINE}
+    for cell in cells:
+        if cell.ours is None:
+            continue
+        base = fedavg.get(cell.column)
+        pair = None if cell.method == BASELINE else (base.ours if base else None, base.paper if base else math.nan)
+        cell.verdict = verdict(cell.ours, cell.paper, cell.paper_std, pair)
+
+
+# ---------------------------------------------------------------------- the runs behind a cell
+def declared_runs(notebook: str) -> dict[tuple[str, str, str], list]:
+    """The notebook's paper-profile configs by table cell: (method, dataset, setting) as the
+    committed CSV spells them (PKD: Table 1 only, the setting without its metric)."""
+    profile = {**load_profiles(ROOT / "profiles", notebook)["paper"], "profile": "paper"}
+    params = notebook_parameters(ROOT / "notebooks" / f"{notebook}.ipynb", profile)
+    if notebook == FEDVLS_NOTEBOOK:
+        keyed = [((c.method, c.dataset, setting_label(c)), c) for c in fedvls.table1_4_dirichlet(params)]
+    else:
+        keyed = [((r.label, r.config.dataset, f"{setting_label(r.config)};{r.extra_setting}"), r.config)
+                 for r in pkd.table1_4_runs(params) if r.table == 1]
+    runs: dict[tuple[str, str, str], list] = {}
+    for key, cfg in keyed:
+        runs.setdefault(key, []).append(cfg)
+    return runs
+
+
+def stored_summaries(configs: list) -> list[dict]:
+    """The summaries of ``configs``' complete runs in the reference store, each with its seed."""
+    found = []
+    for cfg in configs:
+        path = STORE / cfg.hash() / "summary.json"
+        if path.exists():
+            found.append({**json.loads(path.read_text()), "seed": cfg.seed})
+    return found
+
+
+def check_cell(where: str, ours: float | None, ours_std: float | None, values: list[float],
+               notebook: str) -> None:
+    """Raise :class:`StaleTable` when a committed cell's mean / std over seeds (population std,
+    as ``fedlib.experiments.mean_std``) differs from its runs in the reference store."""
+    mean = statistics.fmean(values) if values else None
+    std = statistics.pstdev(values) if len(values) > 1 else None
+    if not (_same(ours, mean) and _same(ours_std, std)):
+        raise StaleTable(f"{where}: the committed table says {_mean_std(ours, ours_std)}, its {len(values)} "
+                         f"run(s) in reference_results/ give {_mean_std(mean, std)}; "
+                         + REPUBLISH.format(notebook=notebook))
+
+
+def _same(a: float | None, b: float | None) -> bool:
+    """Equal up to the committed tables' rounding to 2 decimals (both absent counts as equal)."""
+    return (a is None and b is None) or (a is not None and b is not None and abs(a - b) <= 0.0051)
+
+
+def _mean_std(mean: float | None, std: float | None) -> str:
+    return NOT_RUN if mean is None else f"{mean:.2f}" + ("" if std is None else f" ± {std:.2f}")
+
+
+def _number(value) -> float | None:
+    return None if pd.isna(value) else float(value)
+
+
+def _settings(setting: str) -> dict[str, str]:
+    return dict(pair.split("=", 1) for pair in setting.split(";"))
+
+
+# ---------------------------------------------------------------------- FedVLS Table 1
+def fedvls_cells() -> list[Cell]:
+    """FedED/FedVLS Table 1, MNIST column: one cell per (method, beta), in the CSV's order."""
+    frame = pd.read_csv(TABLES / "fedvls_table1_vs_paper.csv")
+    frame = frame[frame["dataset"] == "mnist"]
+    runs = declared_runs(FEDVLS_NOTEBOOK)
+    cells = []
+    for row in frame.itertuples(index=False):
+        summaries = stored_summaries(runs.get((row.method, row.dataset, row.setting), []))
+        kept = [s for s in summaries if not s.get("diverged")]
+        ours, ours_std = _number(row.ours), _number(row.ours_std)
+        check_cell(f"fedvls_table1_vs_paper.csv, {row.method} {row.setting}", ours, ours_std,
+                   [100 * s["best_accuracy"] for s in kept], FEDVLS_NOTEBOOK)
+        cell = Cell(row.method, f"Dir({_settings(row.setting)['beta']})", float(row.paper), _number(row.paper_std),
+                    ours, ours_std, tuple(s["seed"] for s in kept),
+                    tuple(s["seed"] for s in summaries if s.get("diverged")))
+        cell.paper_text = _mean_std(cell.paper, cell.paper_std)
+        cell.ours_text = ours_text(cell, _mean_std(ours, ours_std))
+        cells.append(cell)
+    judge(cells)
+    return sorted(cells, key=_column_order(cells))
+
+
+def _column_order(cells: list[Cell]) -> Callable[[Cell], tuple[int, int]]:
+    """Rows grouped by column (the CSV's column order), the CSV's method order within."""
+    columns = list(dict.fromkeys(c.column for c in cells))
+    methods = list(dict.fromkeys(c.method for c in cells))
+    return lambda c: (columns.index(c.column), methods.index(c.method))
+
+
+def ours_text(cell: Cell, numbers: str) -> str:
+    """Our numbers with the seeds behind them: the seed count when more than one, the seed when
+    it is not seed 0, the seeds that diverged."""
+    if cell.ours is None:
+        return f"diverged (seed {_seeds(cell.diverged)})" if cell.diverged else NOT_RUN
+    notes = [f"{len(cell.seeds)} seeds"] if len(cell.seeds) > 1 else [] if cell.seeds == (0,) else \
+        [f"seed {_seeds(cell.seeds)}"]
+    notes += [f"seed {_seeds(cell.diverged)} diverged"] if cell.diverged else []
+    return numbers + (f" ({'; '.join(notes)})" if notes else "")
+
+
+def _seeds(seeds: tuple[int, ...]) -> str:
+    return ", ".join(str(s) for s in seeds)
+
+
+def fedvls_block() -> str:
+    """The README's FedVLS Table 1 block: the rule, the seeds, the table, the cells not run."""
+    cells = fedvls_cells()
+    run = [c for c in cells if c.ours is not None or c.diverged]
+    lines = [RULE, "", seeds_line(run), "", "| cell | paper | ours | diff | verdict |", "|---|---|---|---|---|"]
+    for c in run:
+        lines.append(f"| {display_name(c.method)} {c.column} | {c.paper_text} | {c.ours_text} | {_diff(c)} | {c.verdict} |")
+    missing = not_run_line([c for c in cells if c not in run], [c.column for c in cells], "every β")
+    return "\n".join(lines + (["", missing] if missing else []))
+
+
+def _diff(cell: Cell) -> str:
+    return "" if cell.ours is None else f"{cell.ours - cell.paper:+.2f}"
+
+
+def seeds_line(cells: list[Cell]) -> str:
+    """How many seeds stand behind the ours numbers, per group of cells: says so when they mix."""
+    groups = Counter(c.seeds for c in cells)
+    if len(groups) == 1:
+        return f"Ours: each cell with a number is {_runs_behind(next(iter(groups)))}."
+    parts = [f"{n} cell{'s' * (n > 1)} {_runs_behind(seeds)}" for seeds, n in groups.items()]
+    return "Ours mixes seed counts, so compare cells with care: " + "; ".join(parts) + "."
+
+
+def _runs_behind(seeds: tuple[int, ...]) -> str:
+    if not seeds:
+        return "without a run that did not diverge"
+    if len(seeds) == 1:
+        return f"one run (seed {seeds[0]})"
+    return f"the mean ± population std over {len(seeds)} seeds ({_seeds(seeds)})"
+
+
+def not_run_line(cells: list[Cell], columns: list[str], every: str) -> str:
+    """One line naming ``cells`` (those without an ours number), methods with the same gaps
+    together; a method missing from all of the table's ``columns`` reads ``every``."""
+    gaps: dict[str, list[str]] = {}
+    for cell in cells:
+        gaps.setdefault(cell.method, []).append(cell.column)
+    groups: dict[tuple[str, ...], list[str]] = {}
+    for method, missing in gaps.items():
+        groups.setdefault(tuple(missing), []).append(display_name(method))
+    parts = [f"{', '.join(methods)} at " + (every if set(missing) == set(columns) and len(set(columns)) > 1
+                                             else ", ".join(missing))
+             for missing, methods in groups.items()]
+    return f"Not run: {'; '.join(parts)}." if parts else ""
+
+
+# ---------------------------------------------------------------------- PKD Table 1
+PKD_METRICS = ("max", "ave", "min")
+
+
+def pkd_cells() -> list[Cell]:
+    """PKD Table 1: one cell per (method, dataset, clients), Max / Ave / Min and the worst class;
+    the verdict reads the Min."""
+    frame = pd.read_csv(TABLES / "pkd_table1_vs_paper.csv")
+    frame["cell"] = frame["setting"].str.replace(r";metric=\w+$", "", regex=True)
+    frame["metric"] = frame["setting"].str.extract(r"metric=(\w+)$", expand=False)
+    worst = pd.read_csv(TABLES / "pkd_table1_4_worst_class.csv").query("table == 1")
+    worst = {(r.label, r.dataset, r.setting): r for r in worst.itertuples(index=False)}
+    runs = declared_runs(PKD_NOTEBOOK)
+    cells = []
+    for (method, dataset, setting), rows in frame.groupby(["method", "dataset", "cell"], sort=False):
+        rows = rows.set_index("metric").loc[list(PKD_METRICS)]
+        summaries = stored_summaries(runs.get((method, dataset, setting), []))
+        kept = [s for s in summaries if not s.get("diverged")]
+        check_pkd(f"pkd_table1_vs_paper.csv, {method} {dataset} {setting}", rows, kept)
+        column = f"{display_name(dataset)}, {_settings(setting)['clients']} clients"
+        cell = Cell(method, column, float(rows.at["min", "paper"]), _number(rows.at["min", "paper_std"]),
+                    _number(rows.at["min", "ours"]), _number(rows.at["min", "ours_std"]),
+                    tuple(s["seed"] for s in kept), tuple(s["seed"] for s in summaries if s.get("diverged")))
+        found = worst.get((method, dataset, setting))
+        cell.paper_text = _class_text(rows["paper"], None, found.paper if found else None)
+        numbers = _class_text(rows["ours"], cell.ours_std, found.ours if found else None)
+        cell.ours_text = ours_text(cell, numbers)
+        cells.append(cell)
+    judge(cells)
+    return sorted(cells, key=_column_order(cells))
+
+
+def check_pkd(where: str, rows: pd.DataFrame, summaries: list[dict]) -> None:
+    """:func:`check_cell` on each of Max / Ave / Min (the final model's class-wise accuracy)."""
+    reduce = {"max": max, "ave": statistics.fmean, "min": min}
+    for metric in PKD_METRICS:
+        values = [100 * reduce[metric](s["class_accuracy"]) for s in summaries]
+        check_cell(f"{where}, {metric}", _number(rows.at[metric, "ours"]), _number(rows.at[metric, "ours_std"]),
+                   values, PKD_NOTEBOOK)
+
+
+def _class_text(values: pd.Series, min_std: float | None, worst: str | None) -> str:
+    """'Max / Ave / Min[ ± std], worst C' (the std of the Min only: the number the verdict reads)."""
+    if values.isna().any():
+        return NOT_RUN
+    text = " / ".join(f"{values[m]:.2f}" for m in PKD_METRICS) + ("" if min_std is None else f" ± {min_std:.2f}")
+    return text + (f", worst {worst}" if worst and worst != NOT_RUN else "")
+
+
+def pkd_block() -> str:
+    """The README's PKD Table 1 block: the seeds, the table (every cell, "not run" where none)."""
+    cells = pkd_cells()
+    run = [c for c in cells if c.ours is not None or c.diverged]
+    lines = ["Verdicts as for FedVLS above, on Min (the worst class's accuracy); the paper gives no std.",
+             "", seeds_line(run) if run else "Ours: no cell run yet.", "",
+             "| cell | paper Max / Ave / Min | ours Max / Ave / Min | diff (Min) | verdict |",
+             "|---|---|---|---|---|"]
+    for c in cells:
+        lines.append(f"| {display_name(c.method)}, {c.column} | {c.paper_text} | {c.ours_text} | {_diff(c)} "
+                     f"| {c.verdict} |")
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------- the README
+BLOCKS = {"fedvls_table1": ("tables/paper/fedvls_table1_vs_paper.csv", fedvls_block),
+          "pkd_table1": ("tables/paper/pkd_table1_vs_paper.csv", pkd_block)}
+
+
+def markers(name: str) -> tuple[str, str]:
+    """The lines that open and close a generated block of the README."""
+    return f"<!-- full-scale:{name} begin -->", f"<!-- full-scale:{name} end -->"
+
+
+def generated(name: str, body: str) -> str:
+    """A block's lines between its markers: a do-not-edit note and the body."""
+    source = BLOCKS[name][0]
+    return f"<!-- generated by tools/full_scale_readme.py from {source}: edit the tool, not these lines -->\n{body}"
+
+
+def block_of(text: str, name: str) -> str:
+    """What ``text`` holds between the markers of block ``name`` (without the marker lines)."""
+    begin, end = markers(name)
+    if text.count(begin) != 1 or text.count(end) != 1 or text.index(begin) > text.index(end):
+        raise StaleTable(f"README.md must hold the markers {begin} and {end} once each, in that order")
+    return text[text.index(begin) + len(begin):text.index(end)].strip("\n")
+
+
+def replace_block(text: str, name: str, body: str) -> str:
+    """``text`` with block ``name`` holding ``body`` between its markers."""
+    begin, end = markers(name)
+    block_of(text, name)  # the markers are there, once each
+    return text[:text.index(begin) + len(begin)] + f"\n{body}\n" + text[text.index(end):]
+
+
+def render() -> dict[str, str]:
+    """Every block's generated lines, by name."""
+    return {name: generated(name, build()) for name, (_, build) in BLOCKS.items()}
+
+
+def stale_block(text: str, blocks: dict[str, str]) -> str | None:
+    """The name of the first block of ``text`` that differs from ``blocks``; None when all agree."""
+    return next((name for name, body in blocks.items() if block_of(text, name) != body), None)
+
+
+def check(readme: Path = README, blocks: dict[str, str] | None = None) -> str | None:
+    """None when ``readme`` is up to date, else a one-line message naming the first stale block."""
+    name = stale_block(readme.read_text(encoding="utf-8"), blocks or render())
+    if name is None:
+        return None
+    return (f"{readme.name} is stale: its {name} table differs from {BLOCKS[name][0]}; run "
+            f".venv/bin/python tools/full_scale_readme.py --write")
+
+
+def write(readme: Path = README, blocks: dict[str, str] | None = None) -> bool:
+    """Rewrite the generated blocks of ``readme``; whether anything changed."""
+    text = readme.read_text(encoding="utf-8")
+    updated = text
+    for name, body in (blocks or render()).items():
+        updated = replace_block(updated, name, body)
+    if updated != text:
+        readme.write_text(updated, encoding="utf-8")
+    return updated != text
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    action = parser.add_mutually_exclusive_group()
+    action.add_argument("--write", action="store_true", help="rewrite the generated blocks of README.md")
+    action.add_argument("--check", action="store_true", help="exit 1 when README.md is stale")
+    parser.add_argument("--readme", type=Path, default=README, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    try:
+        if args.check:
+            message = check(args.readme)
+            print(message or f"{args.readme.name}: the full-scale tables are up to date")
+            return 1 if message else 0
+        if args.write:
+            print(f"{args.readme.name}: " + ("rewritten" if write(args.readme) else "already up to date"))
+            return 0
+        print("\n\n".join(f"{markers(n)[0]}\n{body}\n{markers(n)[1]}" for n, body in render().items()))
+        return 0
+    except StaleTable as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
