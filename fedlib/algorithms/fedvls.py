@@ -30,6 +30,12 @@ mask instead of excluding entries (so masked entries count e^0 = 1). The officia
 trains FedVLS clients without weight decay and runs the teacher in train mode (BatchNorm on
 batch statistics): the method arguments ``weight_decay_mode`` and ``teacher_mode`` follow the
 variant when left at "auto".
+
+The paper's L_logit has no lower bound: pushing the other classes' logits towards minus infinity
+lowers it without limit. Measured on MNIST Dir(0.05) (MLP, the paper's settings), the paper
+variant diverges in round 0, and the engine stores that run as diverged. The official variant's
+e^0 entries and its 0.005 weight bound the term, which is why the paper profiles use it
+(``tools/probes/fedvls_mnist_gap/``).
 """
 
 from __future__ import annotations
