@@ -233,7 +233,8 @@ def run_notebooks(
                 runs.append(_run_one(notebook, entry, overrides, out_dir, kernel, log_output))
             if runs[-1].ok and publish:
                 for folder, kind in ((overrides["figures_dir"], "figure"), (overrides["tables_dir"], "table")):
-                    index_outputs(Path(folder), kind, notebook.stem, profile, started, all_stems)
+                    index_outputs(Path(folder), kind, notebook.stem, profile, started, all_stems,
+                                  parameters=user_parameters(overrides))
             if report is not None:
                 report(runs[-1])
     return runs
@@ -392,9 +393,15 @@ def _selection(profile, only, notebooks_dir, profiles_dir, device, data_dir, res
     return notebooks, profiles, overrides, root
 
 
+def user_parameters(overrides: dict) -> dict:
+    """The ``-p NAME VALUE`` parameters among the runner's ``overrides`` (not the profile, device or folders)."""
+    return {name: value for name, value in overrides.items() if name not in OVERRIDE_NAMES}
+
+
 def index_outputs(folder: Path, kind: str, stem: str, profile: str, since: float,
-                  all_stems: Sequence[str] = ()) -> None:
-    """Record which notebook, profile, hardware and date produced each output written since ``since``.
+                  all_stems: Sequence[str] = (), parameters: dict | None = None) -> None:
+    """Record which notebook, profile, parameters over the profile (``-p``), hardware and date
+    produced each output written since ``since``.
 
     The record lives in ``<folder>/index.json`` and is rendered as ``<folder>/README.md``. A file
     named after another notebook of ``all_stems`` (its stem a longer prefix of the file name)
@@ -414,6 +421,8 @@ def index_outputs(folder: Path, kind: str, stem: str, profile: str, since: float
     for path in fresh:
         index[path.name] = {"notebook": f"notebooks/{stem}.ipynb", "profile": profile,
                             "hardware": _hardware(), "date": stamp}
+        if parameters:
+            index[path.name]["parameters"] = parameters
     if not fresh:
         return
     index_path.write_text(json.dumps(index, indent=1, sort_keys=True) + "\n")
@@ -425,11 +434,24 @@ def render_index(folder: Path, kind: str) -> None:
     index = json.loads((folder / "index.json").read_text())
     title = "Figures" if kind == "figure" else "Tables"
     lines = [f"# {title}", "", publish_note(folder, kind, index), "",
-             f"| {kind} | notebook | profile | hardware | date |", "|---|---|---|---|---|"]
+             f"| {kind} | notebook | profile | parameters over the profile | hardware | date |",
+             "|---|---|---|---|---|---|"]
     for name, row in sorted(index.items()):
-        lines.append(f"| [{name}]({name}) | {row['notebook']} | {row['profile']} | {row['hardware']} |"
-                     f" {row['date']} |")
+        lines.append(f"| [{name}]({name}) | {row['notebook']} | {row['profile']} | {_parameters_text(row)} |"
+                     f" {row['hardware']} | {row['date']} |")
     (folder / "README.md").write_text("\n".join(lines) + "\n")
+
+
+def _parameters_text(row: dict) -> str:
+    """A published file's ``-p`` parameters as the command line gives them, or "none"."""
+    parameters = row.get("parameters") or {}
+    return ", ".join(f"`-p {name} {_shell_value(value)}`" for name, value in parameters.items()) or "none"
+
+
+def _shell_value(value) -> str:
+    """``value`` as one shell word that :func:`parse_parameters` reads back to it."""
+    text = value if isinstance(value, str) and re.fullmatch(r"[\w.+-]+", value) else json.dumps(value)
+    return text if re.fullmatch(r"[\w.+-]+", text) else f"'{text}'"
 
 
 def publish_note(folder: Path, kind: str, index: dict) -> str:
@@ -442,10 +464,10 @@ def publish_note(folder: Path, kind: str, index: dict) -> str:
         command.append("--render-only")
     command += ["--publish", *_folder_options(Path(folder).resolve(), kinds)]
     how = f"`{' '.join(command)}`"
-    if len(profiles) > 1:
-        how += " with each file's profile below"
+    if len(profiles) > 1 or any(row.get("parameters") for row in index.values()):
+        how += " with each file's profile and parameters below"
     return (f"Only a publishing run writes the {kinds} here: {how} regenerates them (add `--only NOTEBOOK` for "
-            f"one notebook's) and records below the notebook, profile, hardware and date of each. Runs without "
+            f"one notebook's) and records below the notebook, profile, parameters, hardware and date of each. Runs without "
             f"`--publish` write to `output/<profile>/{kinds}/` instead.")
 
 

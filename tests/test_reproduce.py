@@ -311,7 +311,7 @@ def test_publish_note_for_a_subfolder_names_both_folders(monkeypatch):
     assert "`./reproduce.sh --profile paper --render-only --publish --figures figures/paper --tables tables/paper`" in note
     monkeypatch.delenv("FEDLIB_RENDER_ONLY")
     note = publish_note(REPO_ROOT / "figures", "figure", {"a.png": {"profile": "quick"}, "b.png": {"profile": "smoke"}})
-    assert "`./reproduce.sh --profile PROFILE --publish` with each file's profile below" in note
+    assert "`./reproduce.sh --profile PROFILE --publish` with each file's profile and parameters below" in note
 
 
 def test_reproduce_refuses_an_empty_only_and_a_missing_data_folder(tmp_path, capsys):
@@ -366,3 +366,36 @@ def test_a_skipped_notebook_is_counted_but_is_no_failure():
             NotebookRun("b", "skipped", 0.0, Path("b.ipynb"), "render-only: no store holds any of its 2 runs")]
     assert format_summary(runs).splitlines()[-1] == "1 of 2 notebooks ran; 1 skipped: their runs are not stored"
     assert not runs[1].failed and not runs[1].ok
+
+
+def test_index_outputs_records_the_parameters_given_over_the_profile(tmp_path):
+    import json
+    import shlex
+    import time
+
+    from fedlib.reproduce import index_outputs, parse_parameters
+
+    since = time.time()
+    (tmp_path / "pkd_fig3_6_9_class_accuracy_rounds_fig9.png").write_bytes(b"x")
+    parameters = {"dataset": "mnist", "partitions": ["balanced"], "rounds": 100}
+    index_outputs(tmp_path, "figure", "pkd_fig3_6_9_class_accuracy_rounds", "paper", since, parameters=parameters)
+    entry = json.loads((tmp_path / "index.json").read_text())["pkd_fig3_6_9_class_accuracy_rounds_fig9.png"]
+    assert entry["parameters"] == parameters
+    readme = (tmp_path / "README.md").read_text()
+    row = next(line for line in readme.splitlines() if line.startswith("| [pkd_fig3"))
+    words = shlex.split(" ".join(part.strip("` ") for part in row.split("|")[4].split(",")))
+    pairs = [words[i + 1:i + 3] for i in range(0, len(words), 3)]
+    assert parse_parameters(pairs) == parameters  # the README's -p words give back the same parameters
+    assert "with each file's profile and parameters below" in readme
+
+
+def test_index_outputs_without_parameters_says_none(tmp_path):
+    import time
+
+    from fedlib.reproduce import index_outputs
+
+    since = time.time()
+    (tmp_path / "pkd_table1_vs_paper.csv").write_bytes(b"x")
+    index_outputs(tmp_path, "table", "pkd_table1_4_class_accuracy", "paper", since)
+    row = next(line for line in (tmp_path / "README.md").read_text().splitlines() if line.startswith("| [pkd"))
+    assert row.split("|")[4].strip() == "none"
