@@ -216,3 +216,15 @@ def test_a_worker_whose_parent_is_gone_leaves_without_a_traceback():
     parent, child = multiprocessing.Pipe()
     parent.close()  # the dry run was killed: the worker's next receive finds nobody
     _worker_main(child, 1)  # returns; before, EOFError escaped and printed into the dry run's log
+
+
+def test_the_dry_run_takes_the_cheapest_models_first():
+    from fedlib.config import RunConfig
+    from fedlib.dry_run import cheapest_first, forward_flops
+
+    heavy = RunConfig(dataset="cifar10", model="mobilenetv2", method="fedavg")
+    light = RunConfig(dataset="mnist", model="mlp", method="fedavg")
+    middle = RunConfig(dataset="cifar10", model="cnn2", method="fedprox")
+    configs = {cfg.hash(): (cfg, ["nb"]) for cfg in (heavy, light, middle)}
+    assert forward_flops(light) < forward_flops(middle) < forward_flops(heavy)
+    assert cheapest_first(list(configs), configs) == [light.hash(), middle.hash(), heavy.hash()]
