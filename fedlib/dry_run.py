@@ -26,6 +26,7 @@ import contextlib
 import csv
 import ctypes
 import gc
+import math
 import multiprocessing
 import os
 import re
@@ -476,13 +477,17 @@ def cheapest_first(hashes: list[str], configs: dict) -> list[str]:
     """``hashes`` ordered by the forward FLOPs of one image of their (dataset, model), cheapest
     first, then by kind (same data and model back to back: warm caches). A dry run stopped early
     has then proven the most kinds, and what it leaves is the slow tail (a MobileNetV2 on
-    TinyImageNet costs minutes a row on a CPU, an MLP on MNIST seconds)."""
+    TinyImageNet costs minutes a row on a CPU, an MLP on MNIST seconds). A config whose model
+    cannot be built or run for its data goes last: its own row then records the error."""
     costs: dict[tuple, float] = {}
 
     def cost(cfg: RunConfig) -> float:
         key = (cfg.dataset, cfg.model, repr(cfg.dataset_options))
         if key not in costs:
-            costs[key] = forward_flops(cfg)
+            try:
+                costs[key] = forward_flops(cfg)
+            except Exception:  # noqa: BLE001 -- that row's own dry run reports it
+                costs[key] = math.inf
         return costs[key]
 
     return sorted(hashes, key=lambda h: (cost(configs[h][0]), _kind(configs[h][0])))

@@ -25,6 +25,7 @@ import logging
 import os
 import platform
 import re
+import shlex
 import sys
 import tempfile
 import time
@@ -449,9 +450,18 @@ def _parameters_text(row: dict) -> str:
 
 
 def _shell_value(value) -> str:
-    """``value`` as one shell word that :func:`parse_parameters` reads back to it."""
-    text = value if isinstance(value, str) and re.fullmatch(r"[\w.+-]+", value) else json.dumps(value)
-    return text if re.fullmatch(r"[\w.+-]+", text) else f"'{text}'"
+    """``value`` as one shell word that :func:`parse_parameters` reads back to it: a string bare
+    only where YAML reads it as that string (``yes`` and ``0.5`` are quoted), quotes inside kept."""
+    text = value if isinstance(value, str) and _reads_as(value, value) else json.dumps(value)
+    return text if re.fullmatch(r"[\w.+-]+", text) else shlex.quote(text)
+
+
+def _reads_as(text: str, value) -> bool:
+    """Whether ``-p NAME text`` gives ``value`` (False where it is no valid YAML)."""
+    try:
+        return parse_parameters([("name", text)])["name"] == value
+    except FedlibError:
+        return False
 
 
 def publish_note(folder: Path, kind: str, index: dict) -> str:

@@ -228,3 +228,13 @@ def test_the_dry_run_takes_the_cheapest_models_first():
     configs = {cfg.hash(): (cfg, ["nb"]) for cfg in (heavy, light, middle)}
     assert forward_flops(light) < forward_flops(middle) < forward_flops(heavy)
     assert cheapest_first(list(configs), configs) == [light.hash(), middle.hash(), heavy.hash()]
+
+
+def test_a_model_that_cannot_be_built_for_its_data_is_ranked_last_not_fatal():
+    from fedlib.dry_run import cheapest_first
+
+    light = RunConfig(dataset="mnist", model="mlp", method="fedavg")
+    unbuildable = RunConfig(dataset="synthetic", model="lenet5", method="fedavg",
+                            dataset_options={"image_shape": [1, 4, 4]})  # lenet5 needs >= 12x12
+    configs = {cfg.hash(): (cfg, ["nb"]) for cfg in (unbuildable, light)}
+    assert cheapest_first(list(configs), configs) == [light.hash(), unbuildable.hash()]  # its row reports the error

@@ -78,11 +78,13 @@ def _fedavg_seeds(tmp_path, monkeypatch, values):
 
 
 def test_a_cell_of_several_seeds_shows_mean_std_and_its_seed_count(tmp_path, monkeypatch):
-    _fedavg_seeds(tmp_path, monkeypatch, [94.9, 95.1, 95.3])
+    tables = _fedavg_seeds(tmp_path, monkeypatch, [94.9, 95.1, 95.3])
+    frame = pd.read_csv(tables / "fedvls_table1_vs_paper.csv")
+    single = int(frame.loc[frame["dataset"] == "mnist", "ours"].notna().sum()) - 1  # every other run cell: seed 0
     block = fsr.fedvls_block()
     assert "| FedAvg Dir(0.05) | 94.77 ± 0.44 | 95.10 ± 0.16 (3 seeds) | +0.33 | reproduced |" in block
     assert "Ours mixes seed counts" in block
-    assert "16 cells one run (seed 0); 1 cell the mean ± population std over 3 seeds (0, 1, 2)" in block
+    assert f"{single} cells one run (seed 0); 1 cell the mean ± population std over 3 seeds (0, 1, 2)" in block
 
 
 def test_a_table_that_disagrees_with_the_reference_store_stops_the_tool(tmp_path, monkeypatch):
@@ -92,3 +94,45 @@ def test_a_table_that_disagrees_with_the_reference_store_stops_the_tool(tmp_path
     frame.to_csv(tables / "fedvls_table1_vs_paper.csv", index=False)
     with pytest.raises(fsr.StaleTable, match="fedavg partition=dirichlet;beta=0.05.*3 run"):
         fsr.fedvls_block()
+
+
+def test_worst_classes_read_as_names_and_a_missing_one_is_left_out(tmp_path, monkeypatch):
+    tables = tmp_path / "tables"
+    shutil.copytree(fsr.TABLES, tables)
+    worst = pd.read_csv(tables / "pkd_table1_4_worst_class.csv")
+    worst = worst[worst["dataset"] == "mnist"]  # digit names only: pandas would read them as numbers
+    worst.loc[(worst["label"] == "pkd") & (worst["table"] == 1) & worst["setting"].str.endswith("clients=10"),
+              "paper"] = None  # a paper that names no worst class here
+    worst.to_csv(tables / "pkd_table1_4_worst_class.csv", index=False)
+    monkeypatch.setattr(fsr, "TABLES", tables)
+    rows = {line.split(" | ")[0]: line for line in fsr.pkd_block().splitlines() if line.startswith("| ")}
+    assert "| 99.73 / 99.28 / 98.31, worst 9 | 99.74 / 99.01 / 98.61, worst 9 |" in rows["| FedAvg, MNIST, 10 clients"]
+    assert "| 99.73 / 99.32 / 98.71 | 99.59 / 99.04 / 98.41, worst 9 |" in rows["| PKD, MNIST, 10 clients"]
+
+
+def test_the_parameters_a_table_was_published_with_choose_its_runs(tmp_path, monkeypatch):
+    import json
+
+    tables = tmp_path / "tables"
+    shutil.copytree(fsr.TABLES, tables)
+    index = json.loads((tables / "index.json").read_text())
+    index["fedvls_table1_vs_paper.csv"]["parameters"] = {"betas": [0.5], "seeds": [0, 1]}
+    (tables / "index.json").write_text(json.dumps(index))
+    monkeypatch.setattr(fsr, "TABLES", tables)
+    runs = fsr.declared_runs(fsr.FEDVLS_NOTEBOOK)
+    assert {setting for _, dataset, setting in runs if dataset == "mnist"} == {"partition=dirichlet;beta=0.5"}
+    assert all([cfg.seed for cfg in configs] == [0, 1] for configs in runs.values())
+
+
+def test_two_configs_of_one_cell_and_seed_are_refused_not_counted_as_seeds(monkeypatch):
+    declare = fsr.fedvls.table1_4_dirichlet
+
+    def with_a_second_lambda(params):
+        configs = declare(params)
+        vls = next(c for c in configs if c.method == "fedvls")
+        return [*configs, vls.replace(method_args={**vls.method_args, "lam": 1.0})]
+
+    monkeypatch.setattr(fsr.fedvls, "table1_4_dirichlet", with_a_second_lambda)
+    cell = "fedvls mnist partition=dirichlet;beta=0.5"
+    with pytest.raises(fsr.StaleTable, match=rf"{cell} holds 4 configs of seeds \[0, 1, 2, 0\]"):
+        fsr.declared_runs(fsr.FEDVLS_NOTEBOOK)

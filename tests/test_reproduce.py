@@ -399,3 +399,14 @@ def test_index_outputs_without_parameters_says_none(tmp_path):
     index_outputs(tmp_path, "table", "pkd_table1_4_class_accuracy", "paper", since)
     row = next(line for line in (tmp_path / "README.md").read_text().splitlines() if line.startswith("| [pkd"))
     assert row.split("|")[4].strip() == "none"
+
+
+@pytest.mark.parametrize("value", ["yes", "0.5", "none", "it's", "a b", "[half", None, 1e-5, 0.1, True, -3,
+                                   {"cifar10": 10, "mnist": None}, ["balanced", "1"]])
+def test_a_recorded_parameter_reads_back_as_the_same_value(value):
+    import shlex
+
+    from fedlib.reproduce import _shell_value, parse_parameters
+
+    words = shlex.split(_shell_value(value))
+    assert len(words) == 1 and parse_parameters([("name", words[0])]) == {"name": value}

@@ -8,8 +8,8 @@ committed paper-profile tables, so that no number there is typed by hand.
 Sources: ``tables/paper/fedvls_table1_vs_paper.csv`` (FedED/FedVLS Table 1, MNIST column),
 ``tables/paper/pkd_table1_vs_paper.csv`` and ``pkd_table1_4_worst_class.csv`` (PKD Table 1). They
 hold means and std over seeds but not how many seeds went into a cell: the seed count comes from
-the runs of the notebook's paper-profile grid that the reference store (``reference_results/``)
-holds. A cell whose stored runs disagree with the committed table (a run added, the table not
+the runs of the notebook's paper-profile grid (with the ``-p`` parameters ``tables/paper/index.json``
+records for the table) that the reference store (``reference_results/``) holds. A cell whose stored runs disagree with the committed table (a run added, the table not
 republished) stops the tool: republish the tables first. Only the lines between a block's
 markers ``<!-- full-scale:NAME begin -->`` and ``<!-- full-scale:NAME end -->`` are rewritten.
 """
@@ -34,29 +34,31 @@ if str(ROOT) not in sys.path:
 
 from fedlib.grids import fedvls, pkd  # noqa: E402
 from fedlib.notebook import load_profiles  # noqa: E402
+from fedlib.paper_numbers import parse_setting  # noqa: E402
 from fedlib.plan import notebook_parameters  # noqa: E402
 from fedlib.plots import display_name  # noqa: E402
-from fedlib.tables import setting_label  # noqa: E402
+from fedlib.tables import NOT_RUN, setting_label  # noqa: E402
 
 README = ROOT / "README.md"
 TABLES = ROOT / "tables" / "paper"
 STORE = ROOT / "reference_results"
 FEDVLS_NOTEBOOK, PKD_NOTEBOOK = "fedvls_table1_4_dirichlet", "pkd_table1_4_class_accuracy"
+SOURCES = {FEDVLS_NOTEBOOK: "fedvls_table1_vs_paper.csv", PKD_NOTEBOOK: "pkd_table1_vs_paper.csv"}
 TOLERANCE = 1.5  # points beyond the paper's std within which a cell counts as reproduced
 BASELINE = "fedavg"
 REPRODUCED, ORDERING, NOT_REPRODUCED = "reproduced", "ordering reproduced, values differ", "not reproduced"
 NO_BASELINE = "values differ; ordering not checked (FedAvg not run)"
-NOT_RUN = "not run"
 RULE = (f"Verdicts are computed by `tools/full_scale_readme.py` from the numbers shown: **{REPRODUCED}** when "
         f"|ours - paper| <= the paper's std (0 where it gives none) + {TOLERANCE}; otherwise **{ORDERING}** "
-        f"when the method stands on the same side of FedAvg (better or worse) in ours as in the paper, in that "
+        f"when the method stands on the same side of FedAvg (better, worse or level) in ours as in the paper, in that "
         f"column; otherwise **{NOT_REPRODUCED}** (FedAvg itself, outside the tolerance, is {NOT_REPRODUCED}).")
 REPUBLISH = ("republish it (./reproduce.sh --profile paper --render-only --publish --figures figures/paper "
              "--tables tables/paper --only {notebook}), then run tools/full_scale_readme.py --write")
 
 
 class StaleTable(Exception):
-    """A committed table disagrees with the reference store, or README.md with the tables."""
+    """A committed table disagrees with the reference store, or README.md with the tables (or a
+    cell's declared runs are not one config per seed)."""
 
 
 @dataclass
@@ -120,9 +122,11 @@ def judge(cells: list[Cell]) -> None:
 
 # ---------------------------------------------------------------------- the runs behind a cell
 def declared_runs(notebook: str) -> dict[tuple[str, str, str], list]:
-    """The notebook's paper-profile configs by table cell: (method, dataset, setting) as the
+    """The notebook's paper-profile configs, with the ``-p`` parameters its committed table was
+    published with (``tables/paper/index.json``), by table cell: (method, dataset, setting) as the
     committed CSV spells them (PKD: Table 1 only, the setting without its metric)."""
-    profile = {**load_profiles(ROOT / "profiles", notebook)["paper"], "profile": "paper"}
+    profile = {**load_profiles(ROOT / "profiles", notebook)["paper"], "profile": "paper",
+               **published_parameters(SOURCES[notebook])}
     params = notebook_parameters(ROOT / "notebooks" / f"{notebook}.ipynb", profile)
     if notebook == FEDVLS_NOTEBOOK:
         keyed = [((c.method, c.dataset, setting_label(c)), c) for c in fedvls.table1_4_dirichlet(params)]
@@ -132,7 +136,19 @@ def declared_runs(notebook: str) -> dict[tuple[str, str, str], list]:
     runs: dict[tuple[str, str, str], list] = {}
     for key, cfg in keyed:
         runs.setdefault(key, []).append(cfg)
+    for key, configs in runs.items():
+        seeds = [cfg.seed for cfg in configs]
+        if len(set(seeds)) < len(seeds):  # two variants of one seed: their mean is no mean over seeds
+            raise StaleTable(f"{notebook}: the cell {' '.join(key)} holds {len(configs)} configs of seeds "
+                             f"{seeds}; this tool counts a cell's configs as its seeds")
     return runs
+
+
+def published_parameters(table: str) -> dict:
+    """The ``-p`` parameters over the profile that the committed ``table`` was published with."""
+    index = TABLES / "index.json"
+    entry = json.loads(index.read_text()).get(table, {}) if index.exists() else {}
+    return entry.get("parameters") or {}
 
 
 def stored_summaries(configs: list) -> list[dict]:
@@ -170,14 +186,10 @@ def _number(value) -> float | None:
     return None if pd.isna(value) else float(value)
 
 
-def _settings(setting: str) -> dict[str, str]:
-    return dict(pair.split("=", 1) for pair in setting.split(";"))
-
-
 # ---------------------------------------------------------------------- FedVLS Table 1
 def fedvls_cells() -> list[Cell]:
     """FedED/FedVLS Table 1, MNIST column: one cell per (method, beta), in the CSV's order."""
-    frame = pd.read_csv(TABLES / "fedvls_table1_vs_paper.csv")
+    frame = pd.read_csv(TABLES / SOURCES[FEDVLS_NOTEBOOK])
     frame = frame[frame["dataset"] == "mnist"]
     runs = declared_runs(FEDVLS_NOTEBOOK)
     cells = []
@@ -187,9 +199,9 @@ def fedvls_cells() -> list[Cell]:
         ours, ours_std = _number(row.ours), _number(row.ours_std)
         check_cell(f"fedvls_table1_vs_paper.csv, {row.method} {row.setting}", ours, ours_std,
                    [100 * s["best_accuracy"] for s in kept], FEDVLS_NOTEBOOK)
-        cell = Cell(row.method, f"Dir({_settings(row.setting)['beta']})", float(row.paper), _number(row.paper_std),
-                    ours, ours_std, tuple(s["seed"] for s in kept),
-                    tuple(s["seed"] for s in summaries if s.get("diverged")))
+        beta = parse_setting(row.setting)["beta"]
+        cell = Cell(row.method, f"Dir({beta})", float(row.paper), _number(row.paper_std), ours, ours_std,
+                    tuple(s["seed"] for s in kept), tuple(s["seed"] for s in summaries if s.get("diverged")))
         cell.paper_text = _mean_std(cell.paper, cell.paper_std)
         cell.ours_text = ours_text(cell, _mean_std(ours, ours_std))
         cells.append(cell)
@@ -223,7 +235,8 @@ def fedvls_block() -> str:
     """The README's FedVLS Table 1 block: the rule, the seeds, the table, the cells not run."""
     cells = fedvls_cells()
     run = [c for c in cells if c.ours is not None or c.diverged]
-    lines = [RULE, "", seeds_line(run), "", "| cell | paper | ours | diff | verdict |", "|---|---|---|---|---|"]
+    lines = [RULE, "", seeds_line(run, FEDVLS_NOTEBOOK), "",
+             "| cell | paper | ours | diff | verdict |", "|---|---|---|---|---|"]
     for c in run:
         lines.append(f"| {display_name(c.method)} {c.column} | {c.paper_text} | {c.ours_text} | {_diff(c)} | {c.verdict} |")
     missing = not_run_line([c for c in cells if c not in run], [c.column for c in cells], "every β")
@@ -234,13 +247,17 @@ def _diff(cell: Cell) -> str:
     return "" if cell.ours is None else f"{cell.ours - cell.paper:+.2f}"
 
 
-def seeds_line(cells: list[Cell]) -> str:
-    """How many seeds stand behind the ours numbers, per group of cells: says so when they mix."""
+def seeds_line(cells: list[Cell], notebook: str) -> str:
+    """How many seeds stand behind the ours numbers, per group of cells (says so when they mix),
+    and the seeds the notebook's paper profile declares."""
     groups = Counter(c.seeds for c in cells)
     if len(groups) == 1:
-        return f"Ours: each cell with a number is {_runs_behind(next(iter(groups)))}."
-    parts = [f"{n} cell{'s' * (n > 1)} {_runs_behind(seeds)}" for seeds, n in groups.items()]
-    return "Ours mixes seed counts, so compare cells with care: " + "; ".join(parts) + "."
+        line = f"Ours: each cell with a number is {_runs_behind(next(iter(groups)))}."
+    else:
+        parts = [f"{n} cell{'s' * (n > 1)} {_runs_behind(seeds)}" for seeds, n in groups.items()]
+        line = "Ours mixes seed counts, so compare cells with care: " + "; ".join(parts) + "."
+    declared = sorted({cfg.seed for configs in declared_runs(notebook).values() for cfg in configs})
+    return line + f" The paper profile declares seeds {_seeds(tuple(declared))} for every cell."
 
 
 def _runs_behind(seeds: tuple[int, ...]) -> str:
@@ -273,10 +290,11 @@ PKD_METRICS = ("max", "ave", "min")
 def pkd_cells() -> list[Cell]:
     """PKD Table 1: one cell per (method, dataset, clients), Max / Ave / Min and the worst class;
     the verdict reads the Min."""
-    frame = pd.read_csv(TABLES / "pkd_table1_vs_paper.csv")
+    frame = pd.read_csv(TABLES / SOURCES[PKD_NOTEBOOK])
     frame["cell"] = frame["setting"].str.replace(r";metric=\w+$", "", regex=True)
     frame["metric"] = frame["setting"].str.extract(r"metric=(\w+)$", expand=False)
-    worst = pd.read_csv(TABLES / "pkd_table1_4_worst_class.csv").query("table == 1")
+    worst = pd.read_csv(TABLES / "pkd_table1_4_worst_class.csv", dtype={"ours": str, "paper": str},
+                        keep_default_na=False).query("table == 1")  # class names ("9", not 9.0); "" if none
     worst = {(r.label, r.dataset, r.setting): r for r in worst.itertuples(index=False)}
     runs = declared_runs(PKD_NOTEBOOK)
     cells = []
@@ -285,7 +303,7 @@ def pkd_cells() -> list[Cell]:
         summaries = stored_summaries(runs.get((method, dataset, setting), []))
         kept = [s for s in summaries if not s.get("diverged")]
         check_pkd(f"pkd_table1_vs_paper.csv, {method} {dataset} {setting}", rows, kept)
-        column = f"{display_name(dataset)}, {_settings(setting)['clients']} clients"
+        column = f"{display_name(dataset)}, {parse_setting(setting)['clients']} clients"
         cell = Cell(method, column, float(rows.at["min", "paper"]), _number(rows.at["min", "paper_std"]),
                     _number(rows.at["min", "ours"]), _number(rows.at["min", "ours_std"]),
                     tuple(s["seed"] for s in kept), tuple(s["seed"] for s in summaries if s.get("diverged")))
@@ -320,7 +338,7 @@ def pkd_block() -> str:
     cells = pkd_cells()
     run = [c for c in cells if c.ours is not None or c.diverged]
     lines = ["Verdicts as for FedVLS above, on Min (the worst class's accuracy); the paper gives no std.",
-             "", seeds_line(run) if run else "Ours: no cell run yet.", "",
+             "", seeds_line(run, PKD_NOTEBOOK) if run else "Ours: no cell run yet.", "",
              "| cell | paper Max / Ave / Min | ours Max / Ave / Min | diff (Min) | verdict |",
              "|---|---|---|---|---|"]
     for c in cells:
