@@ -150,7 +150,8 @@ def build_overrides(
 
 def parse_parameters(pairs: Sequence[Sequence[str]] | None) -> dict:
     """``-p NAME VALUE`` pairs as a dict, each VALUE read as YAML (``[0, 1]``, ``{cifar10: 10}``,
-    ``0.01``, ``1e-5``, ``none``; anything else stays a string)."""
+    ``0.01``, ``1e-5``, ``null``; anything else stays a string, ``none`` and dates such as
+    ``2026-11-23`` included)."""
     parameters = {}
     for name, text in pairs or ():
         try:
@@ -158,6 +159,8 @@ def parse_parameters(pairs: Sequence[Sequence[str]] | None) -> dict:
         except yaml.YAMLError as error:
             problem = getattr(error, "problem", None) or "invalid YAML"
             raise FedlibError(f"-p {name} {text!r}: not valid YAML ({problem})") from None
+        if isinstance(value, datetime.date):  # a date is no parameter value: keep the text
+            value = text
         if isinstance(value, str):  # YAML reads 1e-5 (no dot) as a string; Python does not
             try:
                 value = ast.literal_eval(text)

@@ -410,3 +410,10 @@ def test_a_recorded_parameter_reads_back_as_the_same_value(value):
 
     words = shlex.split(_shell_value(value))
     assert len(words) == 1 and parse_parameters([("name", words[0])]) == {"name": value}
+
+
+def test_parse_parameters_keeps_dates_and_none_as_text():
+    from fedlib.reproduce import parse_parameters
+
+    parsed = parse_parameters([("tag", "2026-11-23"), ("augmentation", "none"), ("max_train_samples", "null")])
+    assert parsed == {"tag": "2026-11-23", "augmentation": "none", "max_train_samples": None}
