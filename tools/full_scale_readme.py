@@ -37,6 +37,7 @@ from fedlib.notebook import load_profiles  # noqa: E402
 from fedlib.paper_numbers import parse_setting  # noqa: E402
 from fedlib.plan import notebook_parameters  # noqa: E402
 from fedlib.plots import display_name  # noqa: E402
+from fedlib.store import RunRecord  # noqa: E402
 from fedlib.tables import NOT_RUN, setting_label  # noqa: E402
 
 README = ROOT / "README.md"
@@ -153,12 +154,8 @@ def published_parameters(table: str) -> dict:
 
 def stored_summaries(configs: list) -> list[dict]:
     """The summaries of ``configs``' complete runs in the reference store, each with its seed."""
-    found = []
-    for cfg in configs:
-        path = STORE / cfg.hash() / "summary.json"
-        if path.exists():
-            found.append({**json.loads(path.read_text()), "seed": cfg.seed})
-    return found
+    records = [(cfg, RunRecord(STORE / cfg.hash())) for cfg in configs]
+    return [{**record.read_summary(), "seed": cfg.seed} for cfg, record in records if record.complete]
 
 
 def check_cell(where: str, ours: float | None, ours_std: float | None, values: list[float],
