@@ -59,14 +59,18 @@ def test_figs_3_4_grid_is_the_sweeps_in_order_with_the_default_setting_one_run(p
 
 
 @pytest.mark.parametrize("profile", PROFILES)
-def test_fig5_holds_one_fedcsd_run_per_beta_differing_only_in_beta(profile, tmp_path):
+def test_fig5_holds_one_fedcsd_run_per_dataset_and_beta_differing_only_in_beta(profile, tmp_path):
     params = notebook_parameters("fedcsd_fig5_mask_filter", profile, tmp_path)
     configs = fedcsd.fig5_mask_filter(params)
-    assert [c.beta for c in configs] == params["betas"]
+    assert [(c.dataset, c.beta) for c in configs] == [(d, b) for d, values in params["betas"].items() for b in values]
     assert all(c.method == "fedcsd" and c.method_args == fedcsd.csd_args(params) for c in configs)
-    assert all(differing_fields(configs[0], c) <= {"beta"} for c in configs)
-    if profile == "paper":
-        assert params["betas"] == [0.01, 0.5, 5.0] and configs[0].model == "resnet50"
+    for cfg in configs:
+        first = next(c for c in configs if c.dataset == cfg.dataset)
+        assert differing_fields(first, cfg) <= {"beta"}
+        assert (cfg.model, cfg.dataset_options) == (params["models"][cfg.dataset],
+                                                     params["dataset_options"].get(cfg.dataset, {}))
+    if profile == "paper":  # Table I's betas: the caption gives none
+        assert params["betas"] == {"cifar100": [0.01, 0.5, 5.0], "femnist": [0.01, 0.05, 0.5]}
 
 
 @pytest.mark.parametrize("profile", PROFILES)

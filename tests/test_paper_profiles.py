@@ -25,6 +25,7 @@ FEDVLS_TABLES = ("fedvls_table1_4_dirichlet", "fedvls_table2_quantity", "fedvls_
                  "fedvls_table5_6_7_ablation")
 FEDLMD_TABLES = ("fedlmd_table1_2_kd_variants", "fedlmd_table3_partitions", "fedlmd_table4_architectures",
                  "fedlmd_table5_combinations")
+FEDLMD_FIGURES = ("fedlmd_fig2_prediction_distribution", "fedlmd_fig4_kd_variants", "fedlmd_fig7_9_sensitivity")
 # the FedVLS code's --auto_aug (default True): crop + flip + AutoAugment on CIFAR, AutoAugment alone on TinyImageNet
 FEDVLS_AUGMENTATION = {"cifar10": "crop_flip_autoaugment", "cifar100": "crop_flip_autoaugment",
                        "tinyimagenet": "autoaugment"}
@@ -86,6 +87,29 @@ def test_fedvls_figure_notebooks_train_cifar10_with_autoaugment(stem):
     assert "teacher_mode" not in method_args.get("fedlmd", {})  # FedLMD's code: eval
 
 
+def test_fedvls_fig3_draws_the_quantity_partition_table2_trains_on():
+    """For its seed, the figure's paper profile draws the CIFAR-10 quantity partition of Table 2's
+    runs with that seed: the notebook's make_partition call against the engine's (on stand-in labels)."""
+    import numpy as np
+    import torch
+    from types import SimpleNamespace
+
+    from fedlib.dry_run import draw_partition
+    from fedlib.partition import make_partition
+
+    figure = figure_parameters("fedvls_fig3_partitions")
+    [trained] = [c for c in runs_of(declared("fedvls_table2_quantity"), "fedavg", dataset=figure["dataset"])
+                 if c.seed == figure["seed"]]
+    assert trained.max_train_samples is None and not trained.dataset_options, "both draw over the full training set"
+    labels = np.repeat(np.arange(10), 500)
+    drawn = make_partition("quantity", labels, figure["clients"], 10, figure["seed"],
+                           classes_per_client=figure["classes_per_client"], quantity_split=figure["quantity_split"])
+    stand_in = SimpleNamespace(train_y=torch.from_numpy(labels), num_classes=10, train_groups=None)
+    expected = draw_partition(trained, stand_in)
+    assert figure["quantity_split"] == "official" and drawn.params == expected.params
+    assert all(np.array_equal(a, b) for a, b in zip(drawn.client_indices, expected.client_indices, strict=True))
+
+
 @pytest.mark.parametrize("stem", FEDVLS_TABLES)
 def test_fedvls_tables_run_the_fedntd_teacher_in_train_mode_and_fedlmds_in_eval_mode(stem):
     # the FedVLS code's FedNTD client copies the train-mode global model; that repository has no
@@ -118,11 +142,13 @@ def test_fedlmd_cinic10_runs_have_no_cutout():
     assert others == {"crop_flip_cutout"}  # MNIST, CIFAR-10, CIFAR-100: the code's crop + flip + Cutout(16)
 
 
-@pytest.mark.parametrize("stem", FEDLMD_TABLES)
-def test_fedlmd_paper_profiles_accept_clients_of_two_samples(stem):
+@pytest.mark.parametrize("stem", FEDLMD_TABLES + FEDLMD_FIGURES)
+def test_fedlmd_paper_profiles_keep_the_codes_ten_samples_per_client_except_at_alpha_0_05(stem):
+    # the authors' code redraws until every client holds >= 10; Dir(0.05) over 100 clients almost never does
     dirichlet = [c for c in declared(stem) if c.partition == "dirichlet"]
-    assert dirichlet and {c.min_client_size for c in dirichlet} == {2}  # the code's 10: almost never met
-    assert {c.clients for c in dirichlet} == {100}
+    assert dirichlet and {c.clients for c in dirichlet} == {100}
+    for cfg in dirichlet:
+        assert cfg.min_client_size == (2 if cfg.beta == 0.05 else 10), (cfg.dataset, cfg.beta)
 
 
 # ---------------------------------------------------------------------- FedCSD
@@ -131,6 +157,33 @@ def test_fedcsd_femnist_is_ten_digits_on_moons_simple_cnn():
     assert len({c.method for c in femnist}) == 8 and {c.beta for c in femnist} == {0.01, 0.05, 0.5}
     for cfg in femnist:
         assert cfg.dataset_options == {"digits_only": True} and cfg.model == "simple_cnn", cfg.method
+
+
+FEDCSD_DEFAULTS = {"mu": 0.001, "tau": 10.0, "alpha": 0.9}
+
+
+def test_fedcsd_figures_train_the_papers_datasets_on_table_1s_networks():
+    # Fig. 1 and Figs. 3-4 "on CIFAR-100", Fig. 5 "on CIFAR-100 and FEMNIST", Fig. 7 "on FEMNIST"
+    expected = {"fedcsd_fig1_drift": {"cifar100"}, "fedcsd_fig3_fig4_sensitivity": {"cifar100"},
+                "fedcsd_fig5_mask_filter": {"cifar100", "femnist"}, "fedcsd_fig7_tsne": {"femnist"}}
+    networks = {"cifar100": ("resnet50", {}), "femnist": ("simple_cnn", {"digits_only": True})}
+    for stem, datasets in expected.items():
+        configs = declared(stem)
+        assert {c.dataset for c in configs} == datasets, stem
+        for cfg in configs:
+            assert (cfg.model, cfg.dataset_options) == networks[cfg.dataset], (stem, cfg.dataset)
+
+
+def test_fedcsd_figure_runs_are_table_1_runs_where_the_settings_coincide():
+    table1 = declared("fedcsd_table1_3_4_label_skew")
+    seed0 = {c.hash() for c in table1 if c.method == "fedcsd" and c.seed == 0 and c.method_args == FEDCSD_DEFAULTS}
+    assert {c.hash() for c in declared("fedcsd_fig5_mask_filter")} == seed0, "Table I's seed-0 FedCSD runs"
+    hashes = {c.hash() for c in table1}
+    for stem in ("fedcsd_fig1_drift", "fedcsd_fig7_tsne"):
+        assert {c.hash() for c in declared(stem)} <= hashes, stem
+    sweeps = declared("fedcsd_fig3_fig4_sensitivity")
+    at_defaults = {c.hash() for c in sweeps if c.method == "fedavg" or c.method_args == FEDCSD_DEFAULTS}
+    assert len(at_defaults) == 6 and at_defaults <= hashes, "FedAvg and the defaults, 3 seeds each"
 
 
 def fedcsd_office_configs(tmp_path) -> list[RunConfig]:

@@ -238,6 +238,23 @@ def test_group_accuracy_frame_reads_each_domain_and_their_mean(monkeypatch):
     assert list(plain["accuracy"]) == pytest.approx([50.0, 50.0])
 
 
+def test_group_accuracy_frame_at_best_reads_every_domain_in_the_round_of_the_best_mean(monkeypatch):
+    from types import SimpleNamespace
+
+    monkeypatch.setattr(tables, "load_run_dataset", lambda cfg: SimpleNamespace(group_names=["amazon", "dslr"]))
+    result = fake_result(BASE, [0.2, 0.6, 0.5])
+    for record, groups in zip(result.rounds, ([0.1, 0.3], [0.9, 0.3], [0.4, 0.7])):  # means 0.2, 0.6, 0.55
+        record["group_accuracy"] = groups
+    best = tables.group_accuracy_frame([result], at="best").set_index("setting")["accuracy"]
+    assert best.to_dict() == pytest.approx({"partition=dirichlet;beta=0.5;domain=amazon": 90.0,
+                                            "partition=dirichlet;beta=0.5;domain=dslr": 30.0,
+                                            "partition=dirichlet;beta=0.5;domain=average": 60.0})
+    final = tables.group_accuracy_frame([result]).set_index("setting")["accuracy"]
+    assert final["partition=dirichlet;beta=0.5;domain=dslr"] == pytest.approx(70.0)  # the last round's
+    with pytest.raises(FedlibError, match="'final' or 'best'"):
+        tables.group_accuracy_frame([result], at="last")
+
+
 def test_a_probe_takes_the_fastest_of_its_one_batch_clients_on_a_stand_in(monkeypatch):
     from fedlib import dry_run
 

@@ -20,10 +20,13 @@ class) contributes 0.
 tau = 1 and beta = 1 as in the code; the FedVLS appendix ran FedLMD with beta = 0.1.
 
 ``teacher_mode`` (BatchNorm only; "eval" by default): "train" runs the received global model on
-each batch with the batch's own statistics. The FedLMD code (built on FedNTD's) copies its shared
-client model after the previous client's evaluation left it in eval mode, so its teacher is in
-eval mode (the run's first client aside); the FedVLS tables run FedLMD's teacher in train mode,
-like the FedVLS repository's FedNTD and FedVLS teachers.
+each batch with the batch's own statistics. Every notebook (FedLMD's and FedVLS's) keeps "eval",
+the mode of the FedLMD code's teacher. That code (built on FedNTD's) keeps one client model for
+all clients; each client's training ends with an evaluate call, which puts the model in eval
+mode, and the next client loads the global weights into it and deep-copies it as its teacher
+before setting the student back to train mode, so the teacher runs in eval mode (the run's
+first client aside). The FedVLS repository has no FedLMD client, so the FedVLS notebooks keep
+FedLMD's own teacher too, although that repository's FedNTD and FedVLS teachers run in train mode.
 
 ``variant="official"`` applies the masks of the authors' code (wnma3mz/FedLMD,
 ``src/algorithms/fedlmd/criterion.py``) literally instead of excluding classes:

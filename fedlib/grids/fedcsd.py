@@ -74,12 +74,13 @@ def table2_office_caltech(p: Mapping) -> list[RunConfig]:
 
 # ---------------------------------------------------------------------- figure notebooks
 def figure_base(p: Mapping, *shared: str, **fields) -> RunConfig:
-    """The base of the figure notebooks: their dataset, network, local training and subsets under
-    the paper's label skew, in their results store; ``shared`` and ``fields`` as in ``run_config``
-    (the rounds among them: Fig. 1 names its rounds ``pretrain_rounds``)."""
+    """The base of the figure notebooks: their dataset with its loader options (``dataset_options``
+    maps a dataset to them, as in Table I), network, local training and subsets under the paper's
+    label skew, in their results store; ``shared`` and ``fields`` as in ``run_config`` (the rounds
+    among them: Fig. 1 names its rounds ``pretrain_rounds``)."""
     local_training = [name for name in SHARED if name != "rounds"]
     return run_config(p, *local_training, "dataset", "model", "results_dir", *shared, partition="dirichlet",
-                      **fields)
+                      dataset_options=p["dataset_options"].get(p["dataset"], {}), **fields)
 
 
 def fig1_drift(p: Mapping) -> list[RunConfig]:
@@ -108,8 +109,13 @@ def fig3_fig4_sensitivity(p: Mapping) -> list[RunConfig]:
 
 def fig5_mask_filter(p: Mapping) -> list[RunConfig]:
     """Fig. 5 (share of soft labels the adaptive mask filters, round by round): one FedCSD run per
-    Dirichlet beta; the notebook reads the rate from the runs' per-round metrics."""
-    return method_grid(figure_base(p, "rounds", "seed"), ["fedcsd"], {"fedcsd": csd_args(p)}, beta=p["betas"])
+    dataset and Dirichlet beta (``betas`` maps a dataset to its betas, ``models`` to its network,
+    as in Table I); the notebook reads the rate from the runs' per-round metrics."""
+    runs = []
+    for dataset, values in p["betas"].items():
+        base = figure_base({**p, "dataset": dataset, "model": p["models"][dataset]}, "rounds", "seed")
+        runs += method_grid(base, ["fedcsd"], {"fedcsd": csd_args(p)}, beta=values)
+    return runs
 
 
 def fig7_tsne(p: Mapping) -> list[RunConfig]:

@@ -14,7 +14,7 @@ import numpy as np
 
 from fedlib import data, experiments
 from fedlib.config import RunConfig
-from fedlib.grids.base import method_grid, run_config
+from fedlib.grids.base import distinct, method_grid, run_config
 
 SHARED = ("rounds", "local_epochs", "batch_size", "lr", "momentum", "max_train_samples", "max_test_samples")
 SETTING_ONLY = ("table", "targets")  # keys of a setting that are no RunConfig field
@@ -170,8 +170,10 @@ FIGURE_SHARED = ("dataset", "clients", "local_epochs", "batch_size", "lr", "mome
 
 def figure_run(p: Mapping, *shared: str, **fields) -> RunConfig:
     """A run of a PKD figure notebook (one seed): the parameters of ``FIGURE_SHARED`` and ``shared``,
-    ``fields`` over them, in the notebook's results store (as the notebooks built their runs)."""
-    return run_config(p, *FIGURE_SHARED, *shared, results_dir=p["results_dir"], **fields)
+    ``fields`` over them (a field given needs no parameter), in the notebook's results store (as
+    the notebooks built their runs)."""
+    names = [name for name in (*FIGURE_SHARED, *shared) if name not in fields]
+    return run_config(p, *names, results_dir=p["results_dir"], **fields)
 
 
 def centralised(cfg: RunConfig) -> RunConfig:
@@ -179,32 +181,37 @@ def centralised(cfg: RunConfig) -> RunConfig:
     return cfg.replace(clients=1, partition="iid", participation=1.0)
 
 
-def fig2_runs(p: Mapping) -> dict[tuple[str, str], RunConfig]:
-    """Fig. 2a, (network, paradigm) -> FedAvg run: per network (``models``), centralised (one
-    client holding all the data, same epochs) and federated on each of ``partitions``."""
-    base = figure_run(p, "rounds", "classes_per_client", method="fedavg")
+def fig2_runs(p: Mapping) -> dict[tuple[str, str], list[RunConfig]]:
+    """Fig. 2a, (network, paradigm) -> FedAvg runs, one per seed (``seeds``): per network
+    (``models``), centralised (one client holding all the data, same epochs) and federated on
+    each of ``partitions``."""
+    base = figure_run(p, "rounds", "classes_per_client", method="fedavg", seed=p["seeds"][0])
     runs = {}
     for model in p["models"]:
         federated = base.replace(model=model)
-        runs[(model, "centralised")] = centralised(federated)
-        runs.update({(model, f"FL {partition}"): federated.replace(partition=partition)
-                     for partition in p["partitions"]})
+        paradigms = {"centralised": centralised(federated),
+                     **{f"FL {partition}": federated.replace(partition=partition) for partition in p["partitions"]}}
+        runs.update({(model, paradigm): experiments.grid(cfg, seed=p["seeds"]) for paradigm, cfg in paradigms.items()})
     return runs
 
 
 def fig2_class_gap(p: Mapping) -> list[RunConfig]:
-    """Fig. 2a (class accuracy minus its mean): the runs of :func:`fig2_runs`."""
-    return list(fig2_runs(p).values())
+    """Fig. 2a (class accuracy minus its mean, averaged over seeds): the runs of :func:`fig2_runs`."""
+    return [cfg for seeded in fig2_runs(p).values() for cfg in seeded]
 
 
 def fig3_6_9_runs(p: Mapping) -> dict[tuple[str, str], RunConfig]:
-    """Figs. 3, 6 and 9, (partition, method) -> run: FedAvg and PKD on each of ``partitions``, PKD
-    with ``lam``, the loss normalisation and the weak-class groups pinned for the dataset, if any."""
+    """Figs. 3, 6 and 9, (panel, method) -> run: FedAvg and PKD on each of ``partitions`` (the panel
+    is the partition's name), then, for Fig. 3 only, on the balanced partition with each client
+    count of ``fig3_clients`` (panel "balanced, <n> clients"). PKD with ``lam``, the loss
+    normalisation and the weak-class groups pinned for the dataset, if any."""
     base = figure_run(p, "model", "rounds", "classes_per_client")
     groups = {"groups": p["pkd_groups"][p["dataset"]]} if p["dataset"] in p["pkd_groups"] else {}
     method_args = {"fedavg": {}, "pkd": pkd_args(p, p["lam"], **groups)}
-    return {(partition, method): base.replace(partition=partition, method=method, method_args=args)
-            for partition in p["partitions"] for method, args in method_args.items()}
+    panels = {partition: base.replace(partition=partition) for partition in p["partitions"]}
+    panels.update({f"balanced, {n} clients": base.replace(partition="balanced", clients=n) for n in p["fig3_clients"]})
+    return {(panel, method): cfg.replace(method=method, method_args=args)
+            for panel, cfg in panels.items() for method, args in method_args.items()}
 
 
 def fig3_6_9_class_accuracy_rounds(p: Mapping) -> list[RunConfig]:
@@ -212,15 +219,23 @@ def fig3_6_9_class_accuracy_rounds(p: Mapping) -> list[RunConfig]:
     return list(fig3_6_9_runs(p).values())
 
 
+def fig4_5_7_runs(p: Mapping) -> dict[str, RunConfig]:
+    """Figs. 4, 5 and 7, role -> FedAvg run: "trained" (``rounds`` rounds), whose final model
+    Figs. 4 and 5 read, and "warm-up" (``warmup_rounds`` rounds), which Fig. 7 and the discovery
+    step follow round by round. One run when the two round counts are equal."""
+    base = figure_run(p, "model", "partition", method="fedavg")
+    return {"trained": base.replace(rounds=p["rounds"]), "warm-up": base.replace(rounds=p["warmup_rounds"])}
+
+
 def fig4_5_7_weak_class_discovery(p: Mapping) -> list[RunConfig]:
-    """Figs. 4, 5 and 7 (weak-class discovery): the FedAvg warm-up run, ``warmup_rounds`` rounds.
+    """Figs. 4, 5 and 7 (weak-class discovery): the distinct runs of :func:`fig4_5_7_runs`.
 
     Not covered: the per-round class statistics behind Fig. 7 and the discovery step, which
-    ``class_gap.track_class_statistics`` records by training this run with a hook (unless cached
-    beside the store; it stores the run when the store lacks it), and the test-set predictions
-    and t-SNE of Figs. 4 and 5, computed from the stored model.
+    ``class_gap.track_class_statistics`` records by training the warm-up run with a hook (unless
+    cached beside the store; it stores the run when the store lacks it), and the test-set
+    predictions and t-SNE of Figs. 4 and 5, computed from the trained run's stored model.
     """
-    return [figure_run(p, "model", "partition", method="fedavg", rounds=p["warmup_rounds"])]
+    return distinct(list(fig4_5_7_runs(p).values()))
 
 
 def fig11_runs(p: Mapping) -> dict[str, RunConfig]:
