@@ -117,7 +117,7 @@ def group_accuracy_frame(results: Sequence[RunResult], key: str = "domain", at: 
     Data without named groups count as one group, ``all``, read from the overall accuracy.
     """
     if at not in ("final", "best"):
-        raise FedlibError(f"at must be 'final' or 'best', got {at!r}")
+        raise one_of("reading", at, ("final", "best"))
     rows = []
     for result in results:
         cfg, evaluated = result.config, [r for r in result.rounds if "accuracy" in r]

@@ -251,7 +251,7 @@ def test_group_accuracy_frame_at_best_reads_every_domain_in_the_round_of_the_bes
                                             "partition=dirichlet;beta=0.5;domain=average": 60.0})
     final = tables.group_accuracy_frame([result]).set_index("setting")["accuracy"]
     assert final["partition=dirichlet;beta=0.5;domain=dslr"] == pytest.approx(70.0)  # the last round's
-    with pytest.raises(FedlibError, match="'final' or 'best'"):
+    with pytest.raises(FedlibError, match="unknown reading 'last'; valid readings: best, final"):
         tables.group_accuracy_frame([result], at="last")
 
 

@@ -5,7 +5,12 @@ finished run to the committed reference store (reference_results/), committing i
         --where dataset=mnist seed=0 beta=0.05 --methods fedavg,fedvls --commit
 
 Runs already in either store are skipped; a killed run resumes from its checkpoint in results/.
-Run it under nohup: it is meant to run for hours.
+Run it under nohup: it is meant to run for hours. Torch's intra-op threads follow the thread
+budget of ``fedlib run`` (``--threads``, else ``$FEDLIB_THREADS``, else this machine's cores):
+two of these processes side by side should get ``--threads 1`` each, or their OpenMP threads
+oversubscribe the cores (a PKD expert stage took 52 min instead of an estimated 5 that way). Resume a
+run with the thread count it started with (``cpu_threads`` in its meta.json): another count
+sums floats in another order.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from fedlib import engine, store  # noqa: E402
 from fedlib.errors import FedlibError  # noqa: E402
 from fedlib.plan import declared_configs  # noqa: E402
 from fedlib.reproduce import build_overrides, load_profiles  # noqa: E402
+from fedlib.resources import cap_threads, set_thread_budget  # noqa: E402
 
 
 def selected_configs(notebook: str, profile: str, where: dict[str, str], methods: list[str] | None,
@@ -67,6 +73,7 @@ def main(argv=None) -> int:
     parser.add_argument("--methods", help="comma-separated methods, run in this order")
     parser.add_argument("--param", nargs="*", default=[], help="NAME=PYTHON_VALUE notebook parameter overrides")
     parser.add_argument("--backend", default="threads")
+    parser.add_argument("--threads", type=int, help="torch intra-op threads (default: $FEDLIB_THREADS, else the cores)")
     parser.add_argument("--commit", action="store_true", help="git-commit each published run")
     parser.add_argument("--dry-run", action="store_true", help="list the selected runs, train nothing")
     args = parser.parse_args(argv)
@@ -76,7 +83,8 @@ def main(argv=None) -> int:
     overrides = {k: ast.literal_eval(v) for k, v in (item.split("=", 1) for item in args.param)}
     methods = args.methods.split(",") if args.methods else None
     configs = selected_configs(args.notebook, args.profile, where, methods, overrides)
-    print(f"{len(configs)} runs selected", flush=True)
+    threads = set_thread_budget(threads=args.threads) if args.threads is not None else cap_threads()
+    print(f"{len(configs)} runs selected, {threads} torch threads", flush=True)
     for cfg in configs:
         cfg = cfg.replace(device="cpu", backend=args.backend, results_dir=str(ROOT / "results"))
         label = f"{cfg.hash()} {cfg.method} {cfg.dataset} {cfg.partition} beta={cfg.beta} seed={cfg.seed}"

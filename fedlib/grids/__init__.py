@@ -60,7 +60,9 @@ GRIDS: dict[str, Grid] = {
 
 # notebooks that train their declared runs themselves, with a recording hook (a run stored without
 # the hook's records is trained again beside the store): the plan and the dry run count their runs,
-# the grid executor leaves them to the notebook rather than train them twice
+# the grid executor leaves them to the notebook rather than train them twice. pkd_fig4_5_7's hook
+# run is its warm-up; its "trained" run is pkd_table1_4's FedAvg run, which that notebook's grid
+# (and so the executor) trains
 HOOK_TRAINED = frozenset({"fedlmd_fig2_prediction_distribution", "pkd_fig4_5_7_weak_class_discovery"})
 
 __all__ = ["GRIDS", "HOOK_TRAINED", "Grid", "grid_for", "method_grid", "run_config"]

@@ -185,6 +185,7 @@ def fig2_runs(p: Mapping) -> dict[tuple[str, str], list[RunConfig]]:
     """Fig. 2a, (network, paradigm) -> FedAvg runs, one per seed (``seeds``): per network
     (``models``), centralised (one client holding all the data, same epochs) and federated on
     each of ``partitions``."""
+    # one seed for the base; experiments.grid below gives each paradigm's run every seed of ``seeds``
     base = figure_run(p, "rounds", "classes_per_client", method="fedavg", seed=p["seeds"][0])
     runs = {}
     for model in p["models"]:
@@ -222,7 +223,8 @@ def fig3_6_9_class_accuracy_rounds(p: Mapping) -> list[RunConfig]:
 def fig4_5_7_runs(p: Mapping) -> dict[str, RunConfig]:
     """Figs. 4, 5 and 7, role -> FedAvg run: "trained" (``rounds`` rounds), whose final model
     Figs. 4 and 5 read, and "warm-up" (``warmup_rounds`` rounds), which Fig. 7 and the discovery
-    step follow round by round. One run when the two round counts are equal."""
+    step follow round by round. The two are the same config when the round counts are equal
+    (:func:`fig4_5_7_weak_class_discovery` then declares it once)."""
     base = figure_run(p, "model", "partition", method="fedavg")
     return {"trained": base.replace(rounds=p["rounds"]), "warm-up": base.replace(rounds=p["warmup_rounds"])}
 
