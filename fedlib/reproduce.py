@@ -365,14 +365,25 @@ def dry_run_notebooks(profile: str = "paper", only: str | None = None, *,
     from fedlib.dry_run import dry_run
     from fedlib.partition_check import check_partitions
 
-    with tempfile.TemporaryDirectory(prefix="fedlib-dry-run-results-") as scratch:
-        notebooks, profiles, overrides, root = _selection(profile, only, notebooks_dir, profiles_dir, "cpu",
-                                                          data_dir, scratch, None, None)
-        runs = declared_runs(declared_grids(notebooks, profiles, overrides))
+    runs = declared_profile_runs(profile, only, notebooks_dir=notebooks_dir, profiles_dir=profiles_dir,
+                                 data_dir=data_dir)
+    root = Path(notebooks_dir or REPO_ROOT / "notebooks").resolve().parent
     csv_path = Path(csv_path or default_dry_run_csv(root, profile))
     partitions = check_partitions(runs, csv_path.with_name(f"{csv_path.stem}_partitions.csv"))
     frame = dry_run(runs, csv_path, jobs=jobs, limit=limit, retry_errors=retry_errors, every_seed=every_seed)
     return frame, csv_path, partitions
+
+
+def declared_profile_runs(profile: str = "paper", only: str | None = None, *,
+                          notebooks_dir: str | os.PathLike | None = None,
+                          profiles_dir: str | os.PathLike | None = None,
+                          data_dir: str | os.PathLike | None = None) -> dict:
+    """hash -> (config, notebooks declaring it) for every distinct run the selected notebooks
+    declare in ``profile``, as the dry run sees them (on the CPU, in a scratch store)."""
+    with tempfile.TemporaryDirectory(prefix="fedlib-dry-run-results-") as scratch:
+        notebooks, profiles, overrides, _ = _selection(profile, only, notebooks_dir, profiles_dir, "cpu",
+                                                       data_dir, scratch, None, None)
+        return declared_runs(declared_grids(notebooks, profiles, overrides))
 
 
 def _selection(profile, only, notebooks_dir, profiles_dir, device, data_dir, results_dir, figures_dir,

@@ -3,6 +3,10 @@ committed benchmarks/dry_run/ and write that folder's README: how far the dry ru
 errors, and how to resume it from the committed rows.
 
     .venv/bin/python tools/snapshot_dry_run.py --profile paper
+
+Only rows of configs the profile declares today are copied and counted, against the number of
+rows a full dry run has (one per group of configs that differ only in their seed): a row left
+from a config the profile no longer declares (its settings changed) is dropped and reported.
 """
 
 from __future__ import annotations
@@ -20,23 +24,33 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from fedlib import dry_run, partition_check  # noqa: E402
+from fedlib.reproduce import declared_profile_runs  # noqa: E402
 
 
-def snapshot(profile: str, declared_rows: int | None) -> Path:
-    """Copy the CSVs and write the README; returns the folder."""
+def snapshot(profile: str, declared: dict | None = None) -> Path:
+    """Copy the declared rows and the partitions, write the README; returns the folder.
+    ``declared``: the profile's runs (:func:`fedlib.reproduce.declared_profile_runs`, read when None)."""
     source, target = ROOT / "output" / "dry_run", ROOT / "benchmarks" / "dry_run"
-    target.mkdir(parents=True, exist_ok=True)
     names = [f"{profile}.csv", f"{profile}_partitions.csv"]
     for name in names:
         if not (source / name).exists():
             raise SystemExit(f"{source / name} does not exist: run ./reproduce.sh --profile {profile} --dry-run first")
-        shutil.copy2(source / name, target / name)
-    rows = pd.read_csv(target / names[0], dtype=str).fillna("")
+    if declared is None:
+        declared = declared_profile_runs(profile)
+    written = dry_run.read_rows(source / names[0])
+    expected = dry_run.seed_groups(declared, written)  # one row per group of seeds, as the dry run keeps them
+    rows = pd.DataFrame([written[h] for h in expected if h in written], columns=list(dry_run.CSV_COLUMNS))
+    rows = rows.fillna("").astype(str)
+    stale = len(written) - len(rows)
+    target.mkdir(parents=True, exist_ok=True)
+    rows.to_csv(target / names[0], index=False)
+    shutil.copy2(source / names[1], target / names[1])
     partitions = pd.read_csv(target / names[1])
     errors = rows[rows["status"] != "ok"]
-    done = f"{len(rows)} of {declared_rows} rows" if declared_rows else f"{len(rows)} rows"
+    dropped = f" ({stale} rows of configs the profile no longer declares left out)" if stale else ""
     lines = [f"# Dry run of the `{profile}` profile", "",
-             f"Snapshot of {datetime.date.today().isoformat()} on {platform.machine()} CPU: {done} so far.", "",
+             f"Snapshot of {datetime.date.today().isoformat()} on {platform.machine()} CPU: {len(rows)} of "
+             f"{len(expected)} rows so far{dropped}.", "",
              f"- {dry_run.summary_line(rows)}", f"- {partition_check.summary_line(partitions)}", ""]
     if len(errors):
         lines += ["Errors:", ""] + [f"- `{r.hash}` {r.method} on {r.dataset} ({r.notebooks}): {r.error}"
@@ -44,7 +58,7 @@ def snapshot(profile: str, declared_rows: int | None) -> Path:
     lines += ["Resume it where it stopped (rows already here are skipped):", "", "```bash",
               f"mkdir -p output/dry_run && cp benchmarks/dry_run/{profile}*.csv output/dry_run/",
               f"./reproduce.sh --no-install --profile {profile} --dry-run --retry-errors",
-              f".venv/bin/python tools/snapshot_dry_run.py --profile {profile} --declared {declared_rows or 'N'}",
+              f".venv/bin/python tools/snapshot_dry_run.py --profile {profile}",
               "```", ""]
     (target / "README.md").write_text("\n".join(lines))
     return target
@@ -53,9 +67,8 @@ def snapshot(profile: str, declared_rows: int | None) -> Path:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--profile", default="paper")
-    parser.add_argument("--declared", type=int, help="how many rows the full dry run has (its progress bar's total)")
     args = parser.parse_args()
-    print(snapshot(args.profile, args.declared))
+    print(snapshot(args.profile))
 
 
 if __name__ == "__main__":
