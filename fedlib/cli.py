@@ -322,13 +322,10 @@ def result_json(result) -> dict[str, Any]:
 # ====================================================================== run
 def _cmd_run(ns: argparse.Namespace, argv: Sequence[str]) -> int:
     from fedlib.engine import run
-    from fedlib.resources import cap_threads, set_thread_budget
+    from fedlib.resources import apply_thread_budget
 
     cfg = config_from_args(ns)
-    if ns.threads is not None:
-        set_thread_budget(threads=ns.threads)
-    else:
-        cap_threads()
+    apply_thread_budget(ns.threads)
     try:
         result = run(cfg, progress=not ns.quiet, use_store=not ns.no_store)
     except KeyboardInterrupt:

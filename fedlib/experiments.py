@@ -56,12 +56,9 @@ def run_all(configs: Sequence[RunConfig], results_dir: str | os.PathLike | None 
     have finished."""
     from tqdm.auto import tqdm
 
-    from fedlib.resources import cap_threads, set_thread_budget
+    from fedlib.resources import apply_thread_budget
 
-    if threads is not None:
-        set_thread_budget(threads=threads)
-    else:
-        cap_threads()
+    apply_thread_budget(threads)
     if executor == "serial" and workers is not None and workers > 1:
         executor = "local"
     if executor != "serial" and not render_only():

@@ -66,6 +66,15 @@ def cap_threads() -> int:
     return torch.get_num_threads()
 
 
+def apply_thread_budget(threads: int | None = None) -> int:
+    """What a run entry point (``fedlib run``, ``experiments.run_all``, the reference-run tool)
+    trains under: exactly ``threads`` when given (:func:`set_thread_budget`), else
+    :func:`cap_threads`; returns torch's intra-op thread count."""
+    if threads is not None:
+        return set_thread_budget(threads=threads)
+    return cap_threads()
+
+
 def _env_threads() -> int | None:
     value = os.environ.get(THREADS_ENV, "").strip()
     if not value:

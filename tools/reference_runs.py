@@ -28,7 +28,7 @@ from fedlib import engine, store  # noqa: E402
 from fedlib.errors import FedlibError  # noqa: E402
 from fedlib.plan import declared_configs  # noqa: E402
 from fedlib.reproduce import build_overrides, load_profiles  # noqa: E402
-from fedlib.resources import cap_threads, set_thread_budget  # noqa: E402
+from fedlib.resources import apply_thread_budget  # noqa: E402
 
 
 def selected_configs(notebook: str, profile: str, where: dict[str, str], methods: list[str] | None,
@@ -83,7 +83,7 @@ def main(argv=None) -> int:
     overrides = {k: ast.literal_eval(v) for k, v in (item.split("=", 1) for item in args.param)}
     methods = args.methods.split(",") if args.methods else None
     configs = selected_configs(args.notebook, args.profile, where, methods, overrides)
-    threads = set_thread_budget(threads=args.threads) if args.threads is not None else cap_threads()
+    threads = apply_thread_budget(args.threads)
     print(f"{len(configs)} runs selected, {threads} torch threads", flush=True)
     for cfg in configs:
         cfg = cfg.replace(device="cpu", backend=args.backend, results_dir=str(ROOT / "results"))
