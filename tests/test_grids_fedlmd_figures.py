@@ -4,7 +4,8 @@ import pytest
 
 from fedlib.config import RunConfig
 from fedlib.grids import fedlmd
-from tests.helpers import differing_fields, notebook_parameters
+from fedlib.tables import setting_label
+from tests.helpers import declared, differing_fields, notebook_parameters
 
 PROFILES = ["smoke", "quick", "paper"]
 
@@ -64,3 +65,30 @@ def test_fig2_fedavg_and_fedlmd_differ_only_in_the_method(profile, tmp_path):
                                                                                      params["seed"])
     if profile == "paper":  # FedLMD's setting: 2-conv CNN, 100 clients, 10 per round, Dir(0.05)
         assert (runs["FedAvg"].model, runs["FedAvg"].clients, runs["FedAvg"].participation) == ("cnn2", 100, 0.1)
+
+
+def cell(cfg: RunConfig) -> tuple:
+    """The Table 3 cell a run belongs to, per seed: method, dataset, partition setting, seed."""
+    return cfg.method, cfg.dataset, setting_label(cfg), cfg.seed
+
+
+@pytest.mark.parametrize("profile", ["quick", "paper"])
+def test_figs_5_and_6_train_table_3s_run_wherever_table_3_declares_the_cell(profile, tmp_path):
+    table3 = {cell(c): c.hash() for c in declared("fedlmd_table3_partitions", profile, tmp_path)}
+    for stem in ("fedlmd_fig5_light_baselines", "fedlmd_fig6_accuracy_rounds"):
+        shared = [c for c in declared(stem, profile, tmp_path) if cell(c) in table3]
+        assert shared, stem
+        assert all(c.hash() == table3[cell(c)] for c in shared), stem
+
+
+def test_figs_5_and_6_paper_profiles_add_only_fedlmd_tf_outside_table_3(tmp_path):
+    table3_runs = declared("fedlmd_table3_partitions", "paper", tmp_path)
+    table3 = {c.hash() for c in table3_runs}
+    assert {c.hash() for c in declared("fedlmd_fig6_accuracy_rounds", "paper", tmp_path)} <= table3
+    fig5 = declared("fedlmd_fig5_light_baselines", "paper", tmp_path)
+    assert {setting_label(c) for c in fig5} == {setting_label(c) for c in table3_runs if c.dataset == "cifar10"}
+    assert {c.method for c in fig5 if c.hash() not in table3} == {"fedlmd_tf"}
+    # FedLMD-Tf at Dir(0.05) is the run of Fig. 4 (and Tables 1-2)
+    fig4 = {c.hash() for c in declared("fedlmd_fig4_kd_variants", "paper", tmp_path)}
+    at_005 = {c.hash() for c in fig5 if c.method == "fedlmd_tf" and c.partition == "dirichlet" and c.beta == 0.05}
+    assert len(at_005) == 3 and at_005 <= fig4

@@ -25,7 +25,8 @@ FEDVLS_TABLES = ("fedvls_table1_4_dirichlet", "fedvls_table2_quantity", "fedvls_
                  "fedvls_table5_6_7_ablation")
 FEDLMD_TABLES = ("fedlmd_table1_2_kd_variants", "fedlmd_table3_partitions", "fedlmd_table4_architectures",
                  "fedlmd_table5_combinations")
-FEDLMD_FIGURES = ("fedlmd_fig2_prediction_distribution", "fedlmd_fig4_kd_variants", "fedlmd_fig7_9_sensitivity")
+FEDLMD_FIGURES = ("fedlmd_fig2_prediction_distribution", "fedlmd_fig4_kd_variants", "fedlmd_fig5_light_baselines",
+                  "fedlmd_fig6_accuracy_rounds", "fedlmd_fig7_9_sensitivity")
 # the FedVLS code's --auto_aug (default True): crop + flip + AutoAugment on CIFAR, AutoAugment alone on TinyImageNet
 FEDVLS_AUGMENTATION = {"cifar10": "crop_flip_autoaugment", "cifar100": "crop_flip_autoaugment",
                        "tinyimagenet": "autoaugment"}

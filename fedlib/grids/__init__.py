@@ -47,6 +47,8 @@ GRIDS: dict[str, Grid] = {
     "fedcsd_fig7_tsne": fedcsd.fig7_tsne,
     "fedlmd_fig2_prediction_distribution": fedlmd.fig2_prediction_distribution,
     "fedlmd_fig4_kd_variants": fedlmd.fig4_kd_variants,
+    "fedlmd_fig5_light_baselines": fedlmd.fig5_light_baselines,
+    "fedlmd_fig6_accuracy_rounds": fedlmd.fig6_accuracy_rounds,
     "fedlmd_fig7_9_sensitivity": fedlmd.fig7_9_sensitivity,
     "fedvls_fig1_fig4_local_update": fedvls.fig1_fig4_local_update,
     "fedvls_fig2_confusion": fedvls.fig2_confusion,

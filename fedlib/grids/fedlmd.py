@@ -128,3 +128,17 @@ def fig7_9_sensitivity(p: Mapping) -> list[RunConfig]:
     """Figs. 7, 8, 9 (sensitivity to E, clients per round, switching round, tau, beta): every point
     of :func:`fig7_9_points` x seed, a run shared by points listed once per point."""
     return [cfg.replace(seed=seed) for cfg in fig7_9_points(p).values() for seed in p["seeds"]]
+
+
+def fig5_light_baselines(p: Mapping) -> list[RunConfig]:
+    """Fig. 5 (FedLMD-Tf against the methods that cost a client no more than FedAvg, sharding and
+    LDA columns of CIFAR-10): built as Table 3 builds its runs (:func:`table3_partitions`, the same
+    parameters), so a method and column that Table 3 declares is Table 3's run."""
+    return table3_partitions(p)
+
+
+def fig6_accuracy_rounds(p: Mapping) -> list[RunConfig]:
+    """Fig. 6 (test accuracy per round at several Dirichlet alphas): Table 3's runs of those
+    columns, built by :func:`table3_partitions` from the same parameters; the figure reads their
+    stored per-round curves."""
+    return table3_partitions(p)
