@@ -28,7 +28,7 @@ RESULTS_VERSION = 1
 LOCATION_FIELDS = ("device", "data_dir", "results_dir", "download", "backend", "channels_last")
 PRECISIONS = ("fp32", "bf16")
 # Fields added after runs were stored: they enter the hash only when set to something else.
-_LATER_DEFAULTS = {"quantity_split": "symmetric", "drop_last": False}
+_LATER_DEFAULTS = {"quantity_split": "symmetric", "drop_last": False, "global_balance": False}
 BACKENDS = ("sequential", "threads", "stacked", "auto")
 DEFAULT_BACKEND = "auto"  # the fast path; "sequential" is the reference the tests compare against
 
@@ -52,6 +52,9 @@ class RunConfig:
     # quantity scheme: how a class is cut between its holders, "symmetric" or the FedVLS code's "official"
     quantity_split: str = "symmetric"
     min_client_size: int = 10
+    # keep the smallest class count of every class before partitioning (PKD: global class balance);
+    # read by every scheme but balanced (balanced already) and natural (refused), fedlib.partition.globally_balanced
+    global_balance: bool = False
     max_train_samples: int | None = None  # stratified subset for reduced-scale profiles
     max_test_samples: int | None = None
     # loader options (fedlib.data.load_dataset), e.g. {"digits_only": True} for FEMNIST, {"image_size": 64};
@@ -227,6 +230,7 @@ def _check_names(cfg: RunConfig) -> None:
         raise one_of("partition", cfg.partition, partition.PARTITIONS)
     if cfg.quantity_split not in partition.QUANTITY_SPLITS:
         raise one_of("quantity_split", cfg.quantity_split, partition.QUANTITY_SPLITS)
+    partition.check_global_balance(cfg.partition, cfg.global_balance)
     check_method(cfg.method, cfg.method_args, cfg.dataset, cfg)
     data.check_dataset_options(cfg.dataset, cfg.dataset_options)
     if cfg.augmentation != "auto":

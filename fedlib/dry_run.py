@@ -257,7 +257,8 @@ def draw_partition(cfg: RunConfig, dataset):
     return make_partition(cfg.partition, dataset.train_y.numpy(), cfg.clients, dataset.num_classes, cfg.seed,
                           beta=cfg.beta, shards_per_client=cfg.shards_per_client,
                           classes_per_client=cfg.classes_per_client, groups=dataset.train_groups,
-                          min_size=cfg.min_client_size, quantity_split=cfg.quantity_split)
+                          min_size=cfg.min_client_size, quantity_split=cfg.quantity_split,
+                          global_balance=cfg.global_balance)
 
 
 @contextlib.contextmanager

@@ -222,7 +222,8 @@ def prepare(cfg: RunConfig) -> tuple[ServerState, Algorithm]:
     partition = make_partition(cfg.partition, dataset.train_y.numpy(), cfg.clients, dataset.num_classes,
                                cfg.seed, beta=cfg.beta, shards_per_client=cfg.shards_per_client,
                                classes_per_client=cfg.classes_per_client, groups=dataset.train_groups,
-                               min_size=cfg.min_client_size, quantity_split=cfg.quantity_split)
+                               min_size=cfg.min_client_size, quantity_split=cfg.quantity_split,
+                               global_balance=cfg.global_balance)
     aug_name = default_augmentation(cfg.dataset) if cfg.augmentation == "auto" else cfg.augmentation
     layout = torch.channels_last if cfg.channels_last else torch.contiguous_format
     data = FederatedData(dataset, partition, augment_spec(aug_name), device, layout, drop_last=cfg.drop_last)

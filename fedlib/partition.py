@@ -4,7 +4,7 @@
 indices per client plus the (clients x classes) count matrix every label-skew method needs.
 Every random choice comes from ``np.random.default_rng(seed)``, so the same inputs always give
 the same partition. Clients are disjoint; they cover the train set except where a scheme says
-otherwise (``balanced`` drops leftovers, ``natural`` may sample groups).
+otherwise (``balanced`` drops leftovers, ``natural`` may sample groups) or ``global_balance`` is set.
 
 Schemes (facts from the papers and their authors' code, see REPRODUCTION_NOTES.md):
 
@@ -20,6 +20,11 @@ Schemes (facts from the papers and their authors' code, see REPRODUCTION_NOTES.m
                    the same number of clients.
 - ``balanced``     PKD local class-balanced: every client holds the same count of every class.
 - ``natural``      one client per group id (writer, domain).
+
+``global_balance`` (PKD Sec. 4.1: every class has the same total over the clients) first keeps the
+smallest class count of every class, then lets the scheme split what is left; see
+:func:`globally_balanced`. ``balanced`` is globally balanced by construction and ignores it;
+``natural`` refuses it.
 
 Within a client the indices are sorted ascending; data loaders are expected to shuffle.
 """
@@ -38,12 +43,13 @@ PARTITIONS = ("iid", "dirichlet", "shards", "quantity", "pathological", "balance
 # The RunConfig partition settings each scheme reads (every scheme also reads clients, seed and the
 # dataset). RunConfig.hash() covers only these, so iid runs that differ in beta are one run.
 # make_partition hands a scheme only its own settings: one that read another would fail.
+# global_balance is applied by make_partition before the scheme runs (see globally_balanced).
 FIELDS_READ = {
-    "iid": (),
-    "dirichlet": ("beta", "min_client_size"),
-    "shards": ("shards_per_client",),
-    "quantity": ("classes_per_client", "quantity_split"),
-    "pathological": ("classes_per_client",),
+    "iid": ("global_balance",),
+    "dirichlet": ("beta", "min_client_size", "global_balance"),
+    "shards": ("shards_per_client", "global_balance"),
+    "quantity": ("classes_per_client", "quantity_split", "global_balance"),
+    "pathological": ("classes_per_client", "global_balance"),
     "balanced": (),
     "natural": (),
 }
@@ -104,7 +110,8 @@ class Partition:
         table.index.name = "client"
         dropped = self.params.get("dropped_samples", 0)
         if dropped:
-            table.attrs["note"] = f"{dropped} samples were dropped by the {self.scheme} scheme"
+            how = " with global class balance" if self.params.get("global_balance") else ""
+            table.attrs["note"] = f"{dropped} samples were dropped by the {self.scheme} scheme{how}"
         return table
 
 
@@ -112,17 +119,19 @@ def make_partition(scheme: str, labels: np.ndarray, num_clients: int, num_classe
                    seed: int, *, beta: float = 0.5, shards_per_client: int = 2,
                    classes_per_client: int = 2, groups: np.ndarray | None = None,
                    min_size: int = 10, max_retries: int = 1000,
-                   quantity_split: str = "symmetric") -> Partition:
+                   quantity_split: str = "symmetric", global_balance: bool = False) -> Partition:
     """Split the train set with labels ``labels`` over ``num_clients`` clients.
 
     Only the keyword arguments that ``scheme`` uses are read and recorded in ``params``:
     ``beta``, ``min_size``, ``max_retries`` (dirichlet), ``shards_per_client`` (shards),
     ``classes_per_client`` (quantity, pathological), ``quantity_split`` (quantity, one of
-    :data:`QUANTITY_SPLITS`), ``groups`` (natural).
+    :data:`QUANTITY_SPLITS`), ``groups`` (natural); ``global_balance`` (every scheme but balanced,
+    which ignores it, and natural, which refuses it) splits :func:`globally_balanced`'s samples only.
     Raises FedlibError for impossible requests.
     """
     if scheme not in PARTITIONS:
         raise one_of("partition", scheme, PARTITIONS)
+    check_global_balance(scheme, global_balance)
     labels = _checked_labels(labels, num_classes)
     _check_int("num_clients", num_clients, low=1, high=len(labels),
                hint="use fewer clients or a larger train set")
@@ -131,11 +140,45 @@ def make_partition(scheme: str, labels: np.ndarray, num_clients: int, num_classe
     rng = np.random.default_rng(seed)
     given = {"beta": beta, "shards_per_client": shards_per_client,
              "classes_per_client": classes_per_client, "groups": groups,
-             "min_size": min_size, "max_retries": max_retries, "quantity_split": quantity_split}
+             "min_size": min_size, "max_retries": max_retries, "quantity_split": quantity_split,
+             "global_balance": global_balance}
     options = {name: given[name] for name in scheme_inputs(scheme)}
-    client_indices, params = _SCHEMES[scheme](labels, num_clients, num_classes, rng, options)
+    balance = options.pop("global_balance", False)
+    if not isinstance(balance, (bool, np.bool_)):
+        raise FedlibError(f"global_balance must be True or False, got {balance!r}")
+    if balance:  # the scheme splits the kept samples; its indices are mapped back to the train set
+        kept = globally_balanced(labels, num_classes, rng)
+        client_indices, params = _SCHEMES[scheme](labels[kept], num_clients, num_classes, rng, options)
+        client_indices = [kept[idx] for idx in client_indices]
+        params = {**params, "global_balance": True,
+                  "dropped_samples": params.get("dropped_samples", 0) + len(labels) - len(kept)}
+    else:
+        client_indices, params = _SCHEMES[scheme](labels, num_clients, num_classes, rng, options)
     params = {"num_clients": num_clients, "num_classes": num_classes, "seed": seed, **params}
     return _build(scheme, labels, num_classes, client_indices, params)
+
+
+def globally_balanced(labels: np.ndarray, num_classes: int, rng: np.random.Generator) -> np.ndarray:
+    """Sorted train-set indices keeping the same number of samples of every class: the smallest
+    class count, each class's kept samples drawn by ``rng`` without replacement. When the classes
+    are equal already every index is kept and ``rng`` is not drawn from, so the partition is the one
+    drawn without ``global_balance``."""
+    members = _class_indices(labels, num_classes)
+    smallest = min(len(m) for m in members)
+    if smallest == 0:
+        empty = next(c for c, m in enumerate(members) if len(m) == 0)
+        raise FedlibError(f"global_balance keeps the smallest class count, but class {empty} has no "
+                          "training sample; check num_classes or drop global_balance")
+    if all(len(m) == smallest for m in members):
+        return np.arange(len(labels))
+    return np.sort(np.concatenate([rng.choice(m, smallest, replace=False) for m in members]))
+
+
+def check_global_balance(scheme: str, global_balance: bool) -> None:
+    """Raise FedlibError (one line) when ``global_balance`` is set on the ``natural`` scheme."""
+    if scheme == "natural" and global_balance:
+        raise FedlibError("global_balance cannot apply to the natural partition, which keeps each group's "
+                          "(writer's, domain's) data as it is; drop global_balance")
 
 
 def scheme_inputs(scheme: str) -> tuple[str, ...]:

@@ -24,7 +24,8 @@ from fedlib.errors import FedlibError, one_line
 from fedlib.partition import FIELDS_READ, SCHEME_SETTINGS
 
 PARTITION_FIELDS = ("dataset", "dataset_options", "max_train_samples", "partition", "clients", "beta",
-                    "shards_per_client", "classes_per_client", "min_client_size", "quantity_split", "seed")
+                    "shards_per_client", "classes_per_client", "min_client_size", "quantity_split", "global_balance",
+                    "seed")
 COLUMNS = PARTITION_FIELDS + ("configs", "notebooks", "status", "error", "smallest_client", "largest_client",
                               "fewest_classes", "most_classes")
 

@@ -13,13 +13,16 @@ import pytest
 
 from fedlib import cli, engine, store
 from fedlib.config import RunConfig, hash_with_unread_settings, unread_partition_defaults
+from fedlib.errors import FedlibError
 from fedlib.partition import FIELDS_READ, PARTITIONS, SCHEME_SETTINGS, make_partition
 from tests.helpers import tiny_config
 
 # a value off the default for every partition setting, valid for RunConfig
 OFF_DEFAULT = {"beta": 0.1, "shards_per_client": 5, "classes_per_client": 1, "quantity_split": "official",
-               "min_client_size": 2}
-UNREAD = [(scheme, name) for scheme in PARTITIONS for name in SCHEME_SETTINGS if name not in FIELDS_READ[scheme]]
+               "min_client_size": 2, "global_balance": True}
+# natural refuses global_balance rather than ignoring it
+UNREAD = [(scheme, name) for scheme in PARTITIONS for name in SCHEME_SETTINGS
+          if name not in FIELDS_READ[scheme] and (scheme, name) != ("natural", "global_balance")]
 READ = [(scheme, name) for scheme in PARTITIONS for name in FIELDS_READ[scheme]]
 
 
@@ -27,7 +30,8 @@ READ = [(scheme, name) for scheme in PARTITIONS for name in FIELDS_READ[scheme]]
 def test_every_scheme_declares_what_it_reads_and_only_partition_settings():
     assert set(FIELDS_READ) == set(PARTITIONS)
     assert set(SCHEME_SETTINGS) == set(OFF_DEFAULT)
-    assert FIELDS_READ["iid"] == () and set(FIELDS_READ["dirichlet"]) == {"beta", "min_client_size"}
+    assert FIELDS_READ["iid"] == ("global_balance",)
+    assert set(FIELDS_READ["dirichlet"]) == {"beta", "min_client_size", "global_balance"}
 
 
 @pytest.mark.parametrize("scheme, name", UNREAD)
@@ -53,6 +57,19 @@ def test_hashes_of_configs_with_unread_settings_at_their_defaults_are_those_befo
     assert RunConfig(partition="iid", beta=0.1).hash() == "0b8a64308b0f"
 
 
+def test_global_balance_off_leaves_every_hash_as_it_was():
+    """Off (the default), global_balance stays out of the hash; on, it is a new run (not for balanced,
+    which is balanced already); on the natural partition it is refused in one line."""
+    assert "global_balance" not in RunConfig().hashed_fields()
+    assert RunConfig(global_balance=False).hash() == RunConfig().hash() == "83519abd8e67"
+    pathological = RunConfig(partition="pathological", classes_per_client=1)
+    assert pathological.replace(global_balance=True).hash() != pathological.hash()
+    assert RunConfig(partition="balanced", global_balance=True).hash() == RunConfig(partition="balanced").hash()
+    with pytest.raises(FedlibError, match="natural") as caught:
+        RunConfig(partition="natural", global_balance=True)
+    assert "\n" not in str(caught.value)
+
+
 def test_unread_settings_enter_at_their_defaults():
     fields = RunConfig(partition="balanced", classes_per_client=1, beta=0.05).hashed_fields()
     assert fields["classes_per_client"] == 2 and fields["beta"] == 0.5
@@ -65,7 +82,8 @@ def test_make_partition_reads_no_setting_its_scheme_does_not_declare(scheme):
     """Unread settings set to values no scheme would accept give the very same split."""
     labels = np.repeat(np.arange(4), 30)
     kwargs = {"beta": 1.0, "shards_per_client": 2, "classes_per_client": 2, "min_size": 1}
-    junk = {"beta": -1.0, "shards_per_client": "x", "classes_per_client": "x", "quantity_split": "x", "min_size": "x"}
+    junk = {"beta": -1.0, "shards_per_client": "x", "classes_per_client": "x", "quantity_split": "x", "min_size": "x",
+            "global_balance": "x"}
     keyword = {"min_client_size": "min_size"}
     unread = {keyword.get(n, n): junk[keyword.get(n, n)] for n in SCHEME_SETTINGS if n not in FIELDS_READ[scheme]}
     plain = make_partition(scheme, labels, 4, 4, seed=3, **kwargs)

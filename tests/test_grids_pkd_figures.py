@@ -130,3 +130,20 @@ def test_fig3_paper_profile_adds_table1s_100_client_runs(tmp_path):
         assert runs[("balanced, 100 clients", method)].clients == 100
         assert runs[("balanced, 100 clients", method)].hash() in table1
         assert runs[("balanced", method)].hash() == TABLE1_FMNIST_10_CLIENTS[method]
+
+
+# the paper's datasets whose training classes are equal already (6,000 and 5,000 images each)
+EQUAL_CLASSES = ("fashion_mnist", "cifar10")
+PKD_NOTEBOOKS = ("pkd_table1_4_class_accuracy", "pkd_table6_7_baselines", "pkd_table9_10_cost", "pkd_fig2_class_gap",
+                 "pkd_fig3_6_9_class_accuracy_rounds", "pkd_fig11_expert_activation")
+
+
+def test_pkd_paper_runs_keep_every_class_total_equal(tmp_path):
+    """The paper keeps global class balance in every partition but FEMNIST's writers: pathological and
+    Dirichlet runs set global_balance where the classes differ (MNIST, Tables 3-4), and only there."""
+    configs = [cfg for stem in PKD_NOTEBOOKS for cfg in declared(stem, "paper", tmp_path)]
+    split = [cfg for cfg in configs if cfg.partition in ("pathological", "dirichlet")]
+    assert all(cfg.global_balance or cfg.dataset in EQUAL_CLASSES for cfg in split)
+    assert {(cfg.dataset, cfg.partition) for cfg in split if cfg.global_balance} == {("mnist", "pathological"),
+                                                                                     ("mnist", "dirichlet")}
+    assert not any(cfg.global_balance for cfg in configs if cfg.partition not in ("pathological", "dirichlet"))

@@ -160,6 +160,37 @@ def test_balanced_exact_counts_and_reports_dropped():
     assert "dropped" in partition.summary().attrs["note"]
 
 
+BALANCEABLE = [("iid", {}), ("dirichlet", {"beta": 0.3}), ("shards", {}), ("quantity", {}),
+               ("pathological", {"classes_per_client": 1})]
+
+
+@pytest.mark.parametrize("scheme,options", BALANCEABLE)
+def test_global_balance_keeps_the_smallest_class_count_of_every_class(scheme, options):
+    labels = skewed_labels()  # 100..190 samples per class
+    partition = make_partition(scheme, labels, 10, 10, seed=1, global_balance=True, **options)
+    np.testing.assert_array_equal(partition.counts.sum(axis=0), np.full(10, 100))
+    assert_disjoint(partition)
+    assert_consistent_counts(partition, labels)
+    assert partition.params["global_balance"] is True
+    assert partition.params["dropped_samples"] == len(labels) - 1000
+    assert "global class balance" in partition.summary().attrs["note"]
+
+
+def test_global_balance_is_seeded_and_a_no_op_on_equal_classes():
+    labels = skewed_labels()
+    first = make_partition("dirichlet", labels, 10, 10, seed=3, global_balance=True)
+    again = make_partition("dirichlet", labels, 10, 10, seed=3, global_balance=True)
+    other = make_partition("iid", labels, 10, 10, seed=4, global_balance=True)
+    kept = np.sort(np.concatenate(first.client_indices))
+    assert all(np.array_equal(a, b) for a, b in zip(first.client_indices, again.client_indices))
+    assert not np.array_equal(kept, np.sort(np.concatenate(other.client_indices))), "another seed, other samples"
+    equal = balanced_labels(per_class=60)
+    for scheme in ("pathological", "balanced"):  # equal classes: nothing to drop; balanced ignores the option
+        on = make_partition(scheme, equal, 10, 10, seed=3, classes_per_client=1, global_balance=True)
+        off = make_partition(scheme, equal, 10, 10, seed=3, classes_per_client=1)
+        assert all(np.array_equal(a, b) for a, b in zip(on.client_indices, off.client_indices))
+
+
 def test_natural_one_client_per_group_and_sampling():
     labels = balanced_labels(per_class=20)
     groups = np.arange(len(labels)) % 8
@@ -212,6 +243,9 @@ BAD_INPUTS = [
     ("natural", {}, {}),
     ("natural", {}, {"groups": np.zeros(5)}),
     ("natural", {"num_clients": 4}, {"groups": np.arange(600) % 3}),
+    ("natural", {}, {"groups": np.arange(600) % 10, "global_balance": True}),
+    ("iid", {}, {"global_balance": "yes"}),
+    ("iid", {"num_classes": 11}, {"global_balance": True}),  # class 10 has no sample
 ]
 
 
