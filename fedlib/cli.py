@@ -72,6 +72,9 @@ def _add_data_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--quantity-split", default="symmetric",
                    help=f"quantity partition: one of {_names(partition.QUANTITY_SPLITS)} (official: the FedVLS "
                         "code's cut of each class)")
+    p.add_argument("--global-balance", action="store_true",
+                   help="cut every class to the smallest class's count before partitioning (PKD's global class "
+                        "balance); not with the natural partition")
     p.add_argument("--min-client-size", type=int, default=10,
                    help="dirichlet: redraw until every client has this many samples")
     p.add_argument("--dataset-split", default=None,
@@ -251,7 +254,7 @@ def config_from_args(ns: argparse.Namespace):
     return RunConfig(
         dataset=ns.dataset, partition=ns.partition, beta=ns.beta, clients=ns.clients,
         participation=ns.participation, shards_per_client=ns.shards_per_client,
-        classes_per_client=ns.classes_per_client, quantity_split=ns.quantity_split,
+        classes_per_client=ns.classes_per_client, quantity_split=ns.quantity_split, global_balance=ns.global_balance,
         min_client_size=ns.min_client_size, max_train_samples=ns.max_train_samples,
         dataset_options={"split": ns.dataset_split} if ns.dataset_split else {},
         max_test_samples=ns.max_test_samples, augmentation=ns.augmentation, method=ns.method,

@@ -278,7 +278,6 @@ def validate(cfg: RunConfig) -> None:
     _require(cfg.eval_every >= 1, f"eval_every must be >= 1, got {cfg.eval_every}")
     _require(cfg.shards_per_client >= 1, f"shards_per_client must be >= 1, got {cfg.shards_per_client}")
     _require(cfg.classes_per_client >= 1, f"classes_per_client must be >= 1, got {cfg.classes_per_client}")
-    _require(isinstance(cfg.drop_last, bool), f"drop_last must be True or False, got {cfg.drop_last!r}")
     _require(cfg.device in ("auto", "cpu") or cfg.device.startswith(("cuda", "mps")),
              f"device must be auto, cpu, cuda or cuda:N, got {cfg.device!r}")
     if cfg.precision not in PRECISIONS:

@@ -33,6 +33,7 @@ TINY_ARGV = ["run", "--dataset", "synthetic", "--model", "mlp", "--clients", "4"
     (["run", "--method", "fedprox", "--method-arg", "mu"], "KEY=VALUE"),
     (["run", "--method", "fedprox", "--method-arg", "nu=1"], "nu"),
     (["run", "--partition", "random"], "random"),
+    (["run", "--partition", "natural", "--global-balance"], "global_balance"),
     (["launch"], "launch"),
     (["list", "--status", "finished"], "finished"),
     (["list", "--model", "transformer"], "transformer"),
@@ -108,6 +109,12 @@ def test_cli_defaults_are_the_papers_shared_setting():
     cfg = cli.config_from_args(ns)
     assert (cfg.local_epochs, cfg.momentum, cfg.weight_decay, cfg.lr) == (5, 0.9, 1e-5, 0.01)
     assert RunConfig().momentum == 0.0  # the Python defaults (and the notebooks' stored runs) are unchanged
+
+
+def test_global_balance_flag_sets_the_config_field():
+    parse = cli._build_parser().parse_args
+    assert not cli.config_from_args(parse(["run"])).global_balance
+    assert cli.config_from_args(parse(["run", "--partition", "pathological", "--global-balance"])).global_balance
 
 
 # ====================================================================== run: summary, hint, store messages

@@ -122,6 +122,7 @@ def test_backend_default_comes_from_the_environment(monkeypatch):
     ({"method": "fedprox", "method_args": {"mu": None}}, "fedprox argument mu=None"),
     ({"method": "fedprox", "method_args": {"mu": True}}, "fedprox argument mu=True"),
     ({"drop_last": "yes"}, "drop_last must be True or False"),
+    ({"global_balance": "yes"}, "global_balance must be True or False"),
     ({"lr": float("nan")}, "lr must be a number"),
 ])
 def test_bad_config_values_are_one_line_errors(changes, says):
