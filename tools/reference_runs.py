@@ -4,7 +4,8 @@ finished run to the committed reference store (reference_results/), committing i
     .venv/bin/python tools/reference_runs.py fedvls_table1_4_dirichlet --profile paper \\
         --where dataset=mnist seed=0 beta=0.05 --methods fedavg,fedvls --commit
 
-Runs already in either store are skipped; a killed run resumes from its checkpoint in results/.
+Runs already in either store are skipped; a killed run resumes from its checkpoint in results/, or
+from its parked copy in parked/ (tools/park_run.py) when results/ has none as far along.
 Run it under nohup: it is meant to run for hours. Torch's intra-op threads follow the thread
 budget of ``fedlib run`` (``--threads``, else ``$FEDLIB_THREADS``, else this machine's cores):
 two of these processes side by side should get ``--threads 1`` each, or their OpenMP threads
@@ -29,6 +30,7 @@ from fedlib.errors import FedlibError  # noqa: E402
 from fedlib.plan import declared_configs  # noqa: E402
 from fedlib.reproduce import build_overrides, load_profiles  # noqa: E402
 from fedlib.resources import apply_thread_budget  # noqa: E402
+from tools.park_run import restore  # noqa: E402
 
 
 def selected_configs(notebook: str, profile: str, where: dict[str, str], methods: list[str] | None,
@@ -94,6 +96,8 @@ def main(argv=None) -> int:
         if args.dry_run:
             print(f"to run: {label}", flush=True)
             continue
+        if restore(cfg.hash(), ROOT / "results"):
+            print(f"restored from parked/ (tools/park_run.py): {label}", flush=True)
         started = time.time()
         result = engine.run(cfg, progress=False)
         print(f"done in {time.time() - started:.0f} s: {label} best={result.best_accuracy:.4f} "
