@@ -1,0 +1,48 @@
+"""tools/verify_reference.py: a reference run retrained from its config matches bit for bit, and a
+tampered one is caught with the round where it parts."""
+
+import json
+
+import torch
+
+from fedlib import engine, store
+from tests.helpers import tiny_config
+from tools import verify_reference
+
+
+def _published(tmp_path):
+    cfg = tiny_config(rounds=3)
+    result = engine.run(cfg, results_dir=tmp_path / "work", progress=False)
+    return cfg, store.publish(store.RunRecord(result.folder), tmp_path / "reference")
+
+
+def test_a_reference_run_is_retrained_to_identical_rounds_and_recorded(tmp_path, monkeypatch):
+    monkeypatch.setenv("FEDLIB_REFERENCE", "off")
+    before = torch.get_num_threads()
+    cfg, folder = _published(tmp_path)
+    try:
+        assert verify_reference.main([cfg.hash(), "--reference", str(tmp_path / "reference"), "--record"]) == 0
+    finally:
+        torch.set_num_threads(before)
+    check = json.loads((folder / verify_reference.REPRODUCED_FILE).read_text())
+    assert check["identical_rounds"] == 3 and check["code_revision"]
+
+
+def test_a_changed_number_is_reported_with_its_round(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("FEDLIB_REFERENCE", "off")
+    before = torch.get_num_threads()
+    cfg, folder = _published(tmp_path)
+    rounds = [json.loads(line) for line in (folder / "rounds.jsonl").read_text().splitlines()]
+    rounds[1]["loss"] = rounds[1]["loss"] + 1e-6
+    (folder / "rounds.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rounds))
+    try:
+        assert verify_reference.main([cfg.hash(), "--reference", str(tmp_path / "reference"), "--record"]) == 1
+    finally:
+        torch.set_num_threads(before)
+    assert "DIFFERS, round 2: loss" in capsys.readouterr().out
+    assert not (folder / verify_reference.REPRODUCED_FILE).exists()
+
+
+def test_first_difference_counts_rounds():
+    assert verify_reference.first_difference([{"a": 1, "seconds": 1}], [{"a": 1, "seconds": 9}]) is None
+    assert verify_reference.first_difference([{"a": 1}], []) == "1 stored rounds, 0 retrained"
