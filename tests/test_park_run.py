@@ -52,3 +52,35 @@ def test_finished_runs_are_not_parked_and_published_ones_are_unparked(tmp_path, 
     store.publish(store.RunRecord(tmp_path / "r" / cfg.hash()), tmp_path / "reference")
     assert [p.name for p in park_run.unpark_published(parked)] == [cfg.hash()]
     assert [p.name for p in parked.iterdir()] == ["0123456789ab"]
+
+
+def test_restore_leaves_a_live_or_finished_run_alone(tmp_path):
+    cfg = tiny_config(rounds=4)
+    engine.run(cfg, results_dir=tmp_path / "r", progress=False, stop_after=2)
+    parked = tmp_path / "parked"
+    park_run.park(tmp_path / "r" / cfg.hash(), parked)
+    live = tmp_path / "live" / cfg.hash()
+    live.mkdir(parents=True)
+    with store.RunRecord(live).claim():  # a process is writing it now
+        assert not park_run.restore(cfg.hash(), tmp_path / "live", parked)
+    final = tmp_path / "final" / cfg.hash()
+    final.mkdir(parents=True)
+    (final / store.FINAL_FILE).write_bytes(b"")  # killed between its final state and its summary
+    assert not park_run.restore(cfg.hash(), tmp_path / "final", parked)
+    assert park_run.restore(cfg.hash(), tmp_path / "empty", parked)
+
+
+def test_the_reference_tool_resumes_with_the_thread_count_the_run_started_with(tmp_path):
+    from tools import reference_runs
+
+    cfg = tiny_config(rounds=3)
+    engine.run(cfg, results_dir=tmp_path, progress=False, stop_after=1)
+    folder = tmp_path / cfg.hash()
+    started = store.RunRecord(folder).read_meta()["environment"]["cpu_threads"]
+    before = torch.get_num_threads()
+    try:
+        assert reference_runs.resume_threads(folder, started + 1) == started
+        assert torch.get_num_threads() == started
+        assert reference_runs.resume_threads(tmp_path / "none", 5) == 5
+    finally:
+        torch.set_num_threads(before)

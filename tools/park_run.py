@@ -24,6 +24,8 @@ import sys
 import time
 from pathlib import Path
 
+import torch
+
 ROOT = Path(__file__).resolve().parents[1]
 PARKED = ROOT / "parked"
 sys.path.insert(0, str(ROOT))
@@ -41,38 +43,56 @@ def unfinished_runs(results: Path) -> list[Path]:
 def park(run: Path, parked: Path = PARKED) -> Path:
     """Copy the resume state of ``run`` into ``parked/<hash>/``, replacing an older copy.
 
-    The checkpoint and its client files are copied before the per-round log, so the copy's log
-    holds at least the rounds its checkpoint has (resume drops the log's rounds past the checkpoint)."""
-    target = parked / run.name
+    The copy takes the client files the copied checkpoint names (a checkpoint written meanwhile
+    may delete them: then it starts over), and the per-round log after the checkpoint, so the
+    copy's log holds at least the rounds its checkpoint has (resume drops the log's later rounds)."""
+    for _ in range(5):
+        staging = _stage(run, parked)
+        if staging is not None:
+            target = parked / run.name
+            shutil.rmtree(target, ignore_errors=True)
+            staging.rename(target)
+            return target
+        time.sleep(2)
+    raise OSError(f"{run} kept changing while it was copied")
+
+
+def _stage(run: Path, parked: Path) -> Path | None:
+    """The run's resume state copied into a staging folder, or None when a round was saved meanwhile."""
     staging = parked / f".{run.name}.tmp"
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir(parents=True)
-    for name in ("config.json", "meta.json", "checkpoint.pt"):
+    checkpoint = run / store.CHECKPOINT_FILE
+    before = checkpoint.stat().st_mtime_ns
+    for name in ("config.json", "meta.json", store.CHECKPOINT_FILE):
         shutil.copy2(run / name, staging / name)
-    if (run / "clients").is_dir():
-        shutil.copytree(run / "clients", staging / "clients")
-    shutil.copy2(run / "rounds.jsonl", staging / "rounds.jsonl")
-    shutil.rmtree(target, ignore_errors=True)
-    staging.rename(target)
-    return target
+    state = torch.load(staging / store.CHECKPOINT_FILE, map_location="cpu", weights_only=True, mmap=True)
+    try:
+        for name in (state.get("client_files") or {}).values():
+            (staging / "clients").mkdir(exist_ok=True)
+            shutil.copy2(run / "clients" / name, staging / "clients" / name)
+        shutil.copy2(run / "rounds.jsonl", staging / "rounds.jsonl")
+    except FileNotFoundError:
+        return None
+    return staging if checkpoint.stat().st_mtime_ns == before else None
 
 
 def restore(run_hash: str, results: Path, parked: Path = PARKED) -> bool:
-    """Copy ``parked/<run_hash>`` into ``results`` when the results store has no checkpoint for it
-    that is as far along; True when something was restored."""
+    """Copy ``parked/<run_hash>`` into ``results`` when the results store holds nothing as far
+    along for it (no live claim, no final state, no checkpoint at as many rounds); True when
+    something was restored."""
     source, target = parked / run_hash, results / run_hash
     if not (source / store.CHECKPOINT_FILE).exists() or (target / "summary.json").exists():
         return False
-    if (target / store.CHECKPOINT_FILE).exists() and _rounds(target) >= _rounds(source):
-        return False
+    here = store.RunRecord(target)
+    if target.exists():
+        if here.in_progress() or (target / store.FINAL_FILE).exists():
+            return False
+        if (here.saved_round() or 0) >= (store.RunRecord(source).saved_round() or 0):
+            return False
     shutil.rmtree(target, ignore_errors=True)
     shutil.copytree(source, target)
     return True
-
-
-def _rounds(folder: Path) -> int:
-    path = folder / "rounds.jsonl"
-    return sum(1 for line in path.read_text().splitlines() if line.strip()) if path.exists() else 0
 
 
 def unpark_published(parked: Path = PARKED) -> list[Path]:
@@ -102,12 +122,18 @@ def git_commit(paths: list[Path], message: str) -> None:
 
 
 def park_all(results: Path, commit: bool) -> None:
-    """Park every unfinished run of ``results`` and unpark the published ones (one pass)."""
+    """Park every unfinished run of ``results`` and unpark the published ones (one pass); a run
+    that cannot be copied now (it finished meanwhile, say) is reported and left for the next pass."""
     for run in unfinished_runs(results):
-        target = park(run)
-        print(f"parked {run.name} at round {_rounds(target)}", flush=True)
+        try:
+            target = park(run)
+        except OSError as error:
+            print(f"not parked now: {run.name}: {error}", flush=True)
+            continue
+        rounds = store.RunRecord(target).saved_round()
+        print(f"parked {run.name} at round {rounds}", flush=True)
         if commit:
-            git_commit([target], f"parked run {run.name}: resume state at round {_rounds(target)} (not a result)")
+            git_commit([target], f"parked run {run.name}: resume state at round {rounds} (not a result)")
     gone = unpark_published()
     for folder in gone:
         print(f"unparked {folder.name}: it is in the reference store", flush=True)

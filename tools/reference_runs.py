@@ -54,6 +54,18 @@ def selected_configs(notebook: str, profile: str, where: dict[str, str], methods
     return list({c.hash(): c for c in keep}.values())
 
 
+def resume_threads(folder: Path, threads: int) -> int:
+    """The torch thread count to train the run of ``folder`` under: the one it started with when it
+    has a checkpoint (another count sums floats in another order), else ``threads``."""
+    if not (folder / store.CHECKPOINT_FILE).exists() or not (folder / "meta.json").exists():
+        return threads
+    started = store.RunRecord(folder).read_meta().get("environment", {}).get("cpu_threads")
+    if isinstance(started, int) and started != threads:
+        print(f"resuming {folder.name} with the {started} torch threads it started with", flush=True)
+        return apply_thread_budget(started)
+    return threads
+
+
 def commit(folder: Path, message: str) -> None:
     """git add + commit one published run, retrying while another commit holds the index."""
     for _ in range(30):
@@ -98,6 +110,8 @@ def main(argv=None) -> int:
             continue
         if restore(cfg.hash(), ROOT / "results"):
             print(f"restored from parked/ (tools/park_run.py): {label}", flush=True)
+        if args.threads is None:
+            threads = resume_threads(ROOT / "results" / cfg.hash(), threads)
         started = time.time()
         result = engine.run(cfg, progress=False)
         print(f"done in {time.time() - started:.0f} s: {label} best={result.best_accuracy:.4f} "
