@@ -95,19 +95,31 @@ def _execute(configs: Sequence[RunConfig], results_dir, progress: bool, executor
 
 ACCURACY_COLUMNS = ("final_accuracy", "best_accuracy", "max_class_accuracy", "mean_class_accuracy",
                     "min_class_accuracy")
+DIVERGED = "diverged"  # the worst_class of a diverged run, which has none (the text of its table cells)
+SEEDS = "seeds"  # mean_std's mean.attrs key: cell -> (seeds run, seeds declared, seeds diverged)
+
+
+def run_flags(result: RunResult) -> dict[str, bool]:
+    """The run's ``not_run`` (a render-only placeholder) and ``diverged`` flags: where either is
+    set, the run's accuracies are no result and every frame shows NaN for them."""
+    return {"not_run": bool(result.summary.get("not_run", False)),
+            "diverged": bool(result.summary.get("diverged", False))}
 
 
 def results_frame(results: Iterable[RunResult]) -> pd.DataFrame:
-    """One row per run: the config fields that vary, accuracies (in %), the worst class."""
+    """One row per run: the config fields that vary, accuracies (in %), the worst class.
+
+    A diverged or not-run run's accuracies are NaN; its worst class is :data:`DIVERGED` or None.
+    """
     rows = []
     for result in results:
         row = result.config.hashed_fields()
         row.pop("results_version", None)
         row["method_args"] = ",".join(f"{k}={v}" for k, v in sorted(result.config.method_args.items()))
-        diverged = bool(result.summary.get("diverged", False))
-        not_run = bool(result.summary.get("not_run", False))
+        flags = run_flags(result)
+        diverged, not_run = flags["diverged"], flags["not_run"]
         class_acc = np.asarray(result.class_accuracy or [float("nan")], dtype=float)
-        worst = None if not_run else int(np.argmin(class_acc))
+        worst = None if not_run or diverged else int(np.argmin(class_acc))
         row.update({
             "hash": result.config.hash(),
             "final_accuracy": 100 * result.final_accuracy,
@@ -116,7 +128,7 @@ def results_frame(results: Iterable[RunResult]) -> pd.DataFrame:
             "max_class_accuracy": 100 * float(class_acc.max()),
             "mean_class_accuracy": 100 * float(class_acc.mean()),
             "min_class_accuracy": 100 * float(class_acc.min()),
-            "worst_class": None if worst is None else result.class_names[worst],
+            "worst_class": DIVERGED if diverged else None if worst is None else result.class_names[worst],
             "seconds": result.summary.get("train_seconds"),
             "diverged": diverged,
             "not_run": not_run,
@@ -139,26 +151,95 @@ def curves_frame(results: Iterable[RunResult], key: str = "accuracy") -> pd.Data
     return pd.DataFrame(rows)
 
 
-def mean_std(frame: pd.DataFrame, index: str | list[str], columns: str | list[str] | None,
-             value: str) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Mean and standard deviation of ``value`` over seeds, laid out as index x columns; the std
-    of a cell with one seed is NaN (unknown, not zero), and its text shows the mean alone."""
+def cell_keys(index: str | list[str], columns: str | list[str] | None) -> list[str]:
+    """The frame columns that name one table cell: the row key(s), then the column key(s)."""
     keys = [index] if isinstance(index, str) else list(index)
     if columns is not None:
         keys += [columns] if isinstance(columns, str) else list(columns)
+    return keys
+
+
+def flag_column(frame: pd.DataFrame, name: str) -> pd.Series:
+    """A run flag column (``diverged``, ``not_run``) as booleans; False where the frame lacks it
+    or a row leaves it empty (e.g. a paper-only row added by hand)."""
+    if name not in frame.columns:
+        return pd.Series(False, index=frame.index)
+    return frame[name].eq(True)
+
+
+def mean_std(frame: pd.DataFrame, index: str | list[str], columns: str | list[str] | None,
+             value: str) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Mean and standard deviation of ``value`` over seeds, laid out as index x columns; the std
+    of a cell with one seed is NaN (unknown, not zero), and its text shows the mean alone.
+
+    A cell with a diverged run (``diverged`` column) has NaN mean and std: the mean of its other
+    seeds is no result. Runs not in a store (``not_run``) are left out of a cell's mean, and
+    ``mean.attrs[SEEDS]`` maps each cell (its row then column labels, as a tuple) to (seeds run,
+    seeds declared, seeds diverged), which :func:`format_mean_std` and the paper comparison show.
+    """
+    keys = cell_keys(index, columns)
     grouped = frame.groupby(keys, sort=False)[value]
     mean, std = grouped.mean(), grouped.std(ddof=0).where(grouped.count() > 1)
+    counts = _seed_counts(frame, keys)
+    mean, std = mean.mask(counts["diverged"] > 0), std.mask(counts["diverged"] > 0)
     if columns is None:
-        return mean.to_frame(value), std.to_frame(value)
-    cols = [columns] if isinstance(columns, str) else list(columns)
-    return mean.unstack(cols), std.unstack(cols)
+        mean, std = mean.to_frame(value), std.to_frame(value)
+    else:
+        cols = [columns] if isinstance(columns, str) else list(columns)
+        mean, std = mean.unstack(cols), std.unstack(cols)
+    mean.attrs[SEEDS] = _counts_by_cell(counts, (value,) if columns is None else ())
+    return mean, std
+
+
+def _seed_counts(frame: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
+    """Per cell: the runs in a store (``run``), all its rows (``declared``), the diverged ones."""
+    flags = frame[keys].assign(_run=~flag_column(frame, "not_run"), _diverged=flag_column(frame, "diverged"))
+    return flags.groupby(keys, sort=False).agg(run=("_run", "sum"), declared=("_run", "size"),
+                                               diverged=("_diverged", "sum"))
+
+
+def _counts_by_cell(counts: pd.DataFrame, tail: tuple) -> dict[tuple, tuple[int, int, int]]:
+    """:func:`_seed_counts` as a dict keyed by the cell's labels (plus ``tail``: the one column's
+    name where the layout has no column keys)."""
+    rows = counts[["run", "declared", "diverged"]].to_numpy()
+    return {(*_as_tuple(cell), *tail): tuple(int(n) for n in row) for cell, row in zip(counts.index, rows)}
+
+
+def _as_tuple(label) -> tuple:
+    return label if isinstance(label, tuple) else (label,)
+
+
+def seed_counts(mean: pd.DataFrame, *labels) -> tuple[int, int, int] | None:
+    """(seeds run, seeds declared, seeds diverged) of a :func:`mean_std` cell named by its row
+    and column labels; None when unknown (a frame that did not come from mean_std, or whose
+    labels were renamed since)."""
+    return mean.attrs.get(SEEDS, {}).get(tuple(part for label in labels for part in _as_tuple(label)))
+
+
+def seed_note(counts: tuple[int, ...] | None) -> str:
+    """' (k of n seeds)' for a cell that fewer of its declared seeds ran for; '' otherwise."""
+    if counts is None or not 0 < counts[0] < counts[1]:
+        return ""
+    return f" ({counts[0]} of {counts[1]} seeds)"
+
+
+def seed_notes(mean: pd.DataFrame) -> pd.DataFrame:
+    """:func:`seed_note` of every cell of a :func:`mean_std` mean, laid out as it."""
+    notes = pd.DataFrame("", index=mean.index, columns=mean.columns, dtype=object)
+    for row in mean.index:
+        for column in mean.columns:
+            notes.at[row, column] = seed_note(seed_counts(mean, row, column))
+    return notes
 
 
 def format_mean_std(mean: pd.DataFrame, std: pd.DataFrame, digits: int = 2,
                     mark_best: bool = True) -> pd.DataFrame:
     """'mean ± std' strings ('mean' where the std is unknown: one seed); the best mean of each
-    column is wrapped in ** (Markdown bold)."""
+    column is wrapped in ** (Markdown bold). A NaN mean (no run, or one diverged) reads '-' and
+    never counts as best; a cell that fewer seeds ran for than declared competes with the mean
+    of its stored seeds and says so: '97.75 (1 of 3 seeds)'."""
     text = mean.copy().astype(object)
+    notes = seed_notes(mean)
     for column in mean.columns:
         best = mean[column].max()
         for row in mean.index:
@@ -167,5 +248,5 @@ def format_mean_std(mean: pd.DataFrame, std: pd.DataFrame, digits: int = 2,
                 text.at[row, column] = "-"
                 continue
             cell = f"{m:.{digits}f}" if pd.isna(s) else f"{m:.{digits}f} ± {s:.{digits}f}"
-            text.at[row, column] = f"**{cell}**" if mark_best and m == best else cell
+            text.at[row, column] = (f"**{cell}**" if mark_best and m == best else cell) + notes.at[row, column]
     return text

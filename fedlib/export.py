@@ -7,7 +7,10 @@ One TensorBoard run per stored run, in ``OUT/<method>/<dataset>-<model>/<partiti
   ``train/lr``, ``train/local_steps``, ``train/local_samples``, ``train/seconds``, and every other
   numeric per-round metric of the method as ``method/<name>``;
 - the run's config and the method's resolved hyperparameters as TensorBoard hparams, with
-  ``hparams/final_accuracy`` and ``hparams/best_accuracy`` (in %) as the metrics to compare;
+  ``hparams/final_accuracy`` and ``hparams/best_accuracy`` (in %) as the metrics to compare; a
+  run that diverged has the hparam ``diverged`` true and the metric ``hparams/diverged`` 1, and
+  no accuracy at all, neither metric nor per-round scalar (its accuracies are no result; its
+  loss and training scalars show where it broke);
 - one event file at the top of OUT declaring every hyperparameter and metric (TensorBoard's HParams
   dashboard reads the experiment from there), and ``fedlib_hparams.json`` beside it, which keeps
   that declaration whole when a later export to the same OUT adds other runs.
@@ -33,6 +36,9 @@ ENGINE_TRAIN_METRICS = ("lr", "local_steps", "local_samples", "seconds")
 _NOT_EXPORTED = ("round", "clients", "accuracy", "loss", "class_accuracy", "group_accuracy", "diverged")
 DECLARED_FILE = "fedlib_hparams.json"  # at the top of OUT: every hparam any export there declared
 FINAL_TAG, BEST_TAG = "hparams/final_accuracy", "hparams/best_accuracy"
+ACCURACY_TAGS = ("accuracy/", "class_accuracy/", "group_accuracy/")  # per-round tags a diverged run goes without
+DIVERGED_TAG = "hparams/diverged"  # 1 for a run that diverged, 0 for a finished one
+METRICS = {FINAL_TAG: 0.0, BEST_TAG: 0.0, DIVERGED_TAG: 0.0}  # the metrics the hparams dashboard compares
 
 
 def summary_api() -> tuple[type, Callable]:
@@ -65,12 +71,14 @@ def safe_name(text: str) -> str:
 
 def hparams_of(run: StoredRun) -> dict[str, Any]:
     """The run's config (location fields left out) and the method's resolved hyperparameters
-    (``method.<name>``), as TensorBoard hparam values: numbers, strings, booleans."""
+    (``method.<name>``), as TensorBoard hparam values: numbers, strings, booleans; ``diverged``
+    says whether a finished run diverged."""
     values = {k: _hparam_value(v) for k, v in run.config.hashed_fields().items() if k != "method_args"}
     values["partition_label"] = partition_label(run.config)
     resolved = (run.summary or {}).get("method_hparams") or run.record.read_meta().get("method_hparams") or {}
     values.update({f"method.{k}": _hparam_value(v) for k, v in sorted(resolved.items())})
     values["hash"] = run.hash
+    values["diverged"] = bool(run.summary.get("diverged", False)) if run.summary else None  # None: unfinished
     return values
 
 
@@ -134,25 +142,33 @@ def _write_run(writer_class: type, hparams: Callable, run: StoredRun, folder: Pa
     _remove_earlier_export(folder)
     rounds = run.record.read_rounds()
     summary = run.summary or {}
-    class_names = summary.get("class_names") or []
+    class_names, diverged = summary.get("class_names") or [], bool(summary.get("diverged", False))
     start = _start_time(run, rounds)
     writer = writer_class(str(folder), filename_suffix=FILE_SUFFIX)
     try:
         for record in rounds:
             step, walltime = record["round"] + 1, start + float(record.get("seconds") or 0.0)
             for tag, value in round_scalars(record, class_names).items():
-                writer.add_scalar(tag, value, step, walltime=walltime)
-        _, session_start, session_end = hparams(values, {FINAL_TAG: 0.0, BEST_TAG: 0.0})
+                if not (diverged and tag.startswith(ACCURACY_TAGS)):
+                    writer.add_scalar(tag, value, step, walltime=walltime)
+        _, session_start, session_end = hparams(values, METRICS)
         file_writer = writer._get_file_writer()
         file_writer.add_summary(session_start)
         if summary:
-            last = rounds[-1]["round"] + 1 if rounds else 0
-            writer.add_scalar(FINAL_TAG, 100 * summary["final_accuracy"], last)
-            writer.add_scalar(BEST_TAG, 100 * summary["best_accuracy"], last)
+            _write_metrics(writer, summary, rounds[-1]["round"] + 1 if rounds else 0)
             file_writer.add_summary(session_end)
     finally:
         writer.close()
     return folder
+
+
+def _write_metrics(writer, summary: dict, step: int) -> None:
+    """A finished run's hparams metrics: whether it diverged, and its accuracies unless it did."""
+    diverged = bool(summary.get("diverged", False))
+    writer.add_scalar(DIVERGED_TAG, float(diverged), step)
+    if not diverged:
+        writer.add_scalar(FINAL_TAG, 100 * summary["final_accuracy"], step)
+        writer.add_scalar(BEST_TAG, 100 * summary["best_accuracy"], step)
 
 
 def _write_experiment(writer_class: type, hparams: Callable, out: Path, all_hparams: dict) -> None:
@@ -160,7 +176,7 @@ def _write_experiment(writer_class: type, hparams: Callable, out: Path, all_hpar
     _remove_earlier_export(out)
     out.mkdir(parents=True, exist_ok=True)
     (out / DECLARED_FILE).write_text(json.dumps(all_hparams, indent=1, sort_keys=True) + "\n")
-    experiment, _, _ = hparams(all_hparams, {FINAL_TAG: 0.0, BEST_TAG: 0.0})
+    experiment, _, _ = hparams(all_hparams, METRICS)
     writer = writer_class(str(out), filename_suffix=FILE_SUFFIX)
     try:
         writer._get_file_writer().add_summary(experiment)

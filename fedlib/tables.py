@@ -27,8 +27,9 @@ import pandas as pd
 
 from fedlib import experiments
 from fedlib.config import RunConfig
-from fedlib.engine import RunResult, load_run_dataset
+from fedlib.engine import MAX_REPORTED_GROUPS, RunResult, load_run_dataset
 from fedlib.errors import FedlibError, one_of
+from fedlib.experiments import flag_column, run_flags, seed_note
 
 PAPER_COLUMNS = ["paper", "table", "method", "dataset", "setting", "value", "std"]
 
@@ -88,22 +89,23 @@ def best_within_rounds(results: Sequence[RunResult], budgets: Sequence[int]) -> 
     This is how a shorter budget reads under the best-over-rounds convention (FedED Table 4):
     the runs are not repeated, their stored curves are cut at round N. The ``setting`` column
     gains ``;round=N`` as in ``fedlib/paper_results``; ``not_run`` and ``diverged`` carry the
-    run's flags, so :func:`paper_layout` shows those cells as such.
+    run's flags, so :func:`paper_layout` shows those cells as such. A diverged run's best is NaN
+    at every budget, also one it reached before diverging: the run is no result.
     """
     rows = []
     for result in results:
+        flags = run_flags(result)
         curve = result.curve("accuracy")  # indexed by 0-based round
         for budget in budgets:
             if budget > result.config.rounds:
                 raise FedlibError(f"budget {budget} exceeds the run's {result.config.rounds} rounds; "
                                   f"pick budgets <= rounds")
             within = curve[curve.index < budget]
+            usable = len(within) > 0 and not any(flags.values())
             rows.append({"hash": result.config.hash(), "label": result.config.method,
                          "dataset": result.config.dataset, "seed": result.config.seed, "round": budget,
                          "setting": f"{setting_label(result.config)};round={budget}",
-                         "best_accuracy": 100 * float(within.max()) if len(within) else float("nan"),
-                         "not_run": bool(result.summary.get("not_run", False)),
-                         "diverged": bool(result.summary.get("diverged", False))})
+                         "best_accuracy": 100 * float(within.max()) if usable else float("nan"), **flags})
     return pd.DataFrame(rows)
 
 
@@ -115,20 +117,39 @@ def group_accuracy_frame(results: Sequence[RunResult], key: str = "domain", at: 
     over the groups is highest (best over rounds, every group read at that one round). One row per
     run and group, with the setting ``partition=...;domain=<name>`` of ``fedlib/paper_results``.
     Data without named groups count as one group, ``all``, read from the overall accuracy.
+    ``not_run`` and ``diverged`` carry the run's flags; such a run's accuracies are NaN.
     """
     if at not in ("final", "best"):
         raise one_of("reading", at, ("final", "best"))
     rows = []
     for result in results:
-        cfg, evaluated = result.config, [r for r in result.rounds if "accuracy" in r]
-        chosen = max(evaluated, key=_group_mean) if at == "best" else evaluated[-1]
-        names = load_run_dataset(cfg).group_names if "group_accuracy" in chosen else None
-        values = dict(zip(names, chosen["group_accuracy"])) if names else {"all": chosen["accuracy"]}
-        values["average"] = float(np.mean(list(values.values())))
+        cfg, flags = result.config, run_flags(result)
+        values = _unread_groups(cfg) if any(flags.values()) else _group_values(result, at)
         rows += [{"hash": cfg.hash(), "label": cfg.method, "dataset": cfg.dataset, "seed": cfg.seed,
-                  "setting": f"{setting_label(cfg)};{key}={name}", "accuracy": 100 * value}
+                  "setting": f"{setting_label(cfg)};{key}={name}", "accuracy": 100 * value, **flags}
                  for name, value in values.items()]
     return pd.DataFrame(rows)
+
+
+def _group_values(result: RunResult, at: str) -> dict[str, float]:
+    """A run's accuracy per group and their mean (``average``), at its final or best evaluated round."""
+    evaluated = [r for r in result.rounds if "accuracy" in r]
+    chosen = max(evaluated, key=_group_mean) if at == "best" else evaluated[-1]
+    names = load_run_dataset(result.config).group_names if "group_accuracy" in chosen else None
+    values = dict(zip(names, chosen["group_accuracy"])) if names else {"all": chosen["accuracy"]}
+    values["average"] = float(np.mean(list(values.values())))
+    return values
+
+
+def _unread_groups(cfg: RunConfig) -> dict[str, float]:
+    """NaN for every group and their average, for a run that diverged or is in no store: the
+    groups named as a stored run's would be, or the average alone when the data cannot load."""
+    try:
+        names = load_run_dataset(cfg).group_names
+    except (FedlibError, OSError):
+        return {"average": float("nan")}
+    names = names if names and len(names) <= MAX_REPORTED_GROUPS else ["all"]
+    return {name: float("nan") for name in [*names, "average"]}
 
 
 def _group_mean(record: dict) -> float:
@@ -160,7 +181,9 @@ def speedup_frame(results: Sequence[RunResult], reference: str = "fedavg") -> pd
 
     Runs are paired with the ``reference`` run of the same config apart from method and its
     arguments (same data, partition, budget and seed). One row per run: hash, label, dataset,
-    seed, setting (with ``;metric=speedup``), rounds_to_target and speedup.
+    seed, setting (with ``;metric=speedup``), rounds_to_target, speedup, and the flags
+    ``diverged`` and ``not_run`` of the speedup: set when the run or its reference diverged or
+    is in no store, and the speedup is then NaN (a diverged reference sets no target).
     """
     references = {_peer_key(r.config): r for r in results if r.config.method == reference}
     rows = []
@@ -169,14 +192,21 @@ def speedup_frame(results: Sequence[RunResult], reference: str = "fedavg") -> pd
         if peer is None:
             raise FedlibError(f"no {reference} run with the same data, partition, budget and seed as "
                               f"{result.config.method} ({result.config.hash()}); add {reference} to the grid")
-        target_curve = peer.curve("accuracy")
-        target, reference_rounds = target_curve.max(), _rounds_to_reach(target_curve, target_curve.max())
-        rounds = _rounds_to_reach(result.curve("accuracy"), target)
+        own, theirs = run_flags(result), run_flags(peer)
+        flags = {name: own[name] or theirs[name] for name in own}
+        reference_rounds, rounds = (None, None) if any(flags.values()) else _speedup_rounds(result, peer)
         rows.append({"hash": result.config.hash(), "label": result.config.method,
                      "dataset": result.config.dataset, "seed": result.config.seed,
                      "setting": f"{setting_label(result.config)};metric=speedup", "rounds_to_target": rounds,
-                     "speedup": reference_rounds / rounds if rounds else float("nan")})
+                     "speedup": reference_rounds / rounds if rounds else float("nan"), **flags})
     return pd.DataFrame(rows)
+
+
+def _speedup_rounds(result: RunResult, peer: RunResult) -> tuple[int | None, int | None]:
+    """Rounds ``peer`` needs to reach its best accuracy, and rounds ``result`` needs to reach it."""
+    target_curve = peer.curve("accuracy")
+    target = target_curve.max()
+    return _rounds_to_reach(target_curve, target), _rounds_to_reach(result.curve("accuracy"), target)
 
 
 def _peer_key(cfg: RunConfig) -> str:
@@ -214,10 +244,13 @@ def round_cost_units(result: RunResult, expert_outputs: str = "fired") -> pd.Dat
     - ``total`` and the running ``cumulative``.
 
     As in the paper, a teacher's outputs in other methods (FedCodl) and FedProx's proximal term
-    are not counted, nor is PKD's weak-class discovery pass.
+    are not counted, nor is PKD's weak-class discovery pass. A placeholder of a run that is in no
+    store (render-only) has no rounds: an empty frame.
     """
     if expert_outputs not in EXPERT_OUTPUTS:
         raise one_of("expert_outputs", expert_outputs, EXPERT_OUTPUTS)
+    if run_flags(result)["not_run"]:
+        return pd.DataFrame(columns=["round", "local", "experts", "distillation", "total", "cumulative"])
     counts = result.summary.get("partition_counts")
     if not counts:
         raise FedlibError(f"run {result.config.hash()} stored no partition_counts; rerun it to count its cost")
@@ -249,10 +282,13 @@ def cost_to_reach(result: RunResult, targets: Sequence[float], curve: str = "min
     9-10) or ``mean_class_accuracy`` of the evaluated rounds. The cost counts every round up to
     and including the one whose evaluation reached the target; ``inf`` where the run never
     does (the paper's '-'). Only rounds from ``from_round`` (0-based) on may reach a target: PKD's
-    Table 9 reads its targets once partial KD runs, after warm-up and experts (Sec. 4.5).
+    Table 9 reads its targets once partial KD runs, after warm-up and experts (Sec. 4.5). NaN for
+    every target of a run that diverged or is in no store: its curve is no result.
     """
     if curve not in COST_CURVES:
         raise one_of("curve", curve, COST_CURVES)
+    if any(run_flags(result).values()):
+        return {target: float("nan") for target in targets}
     cumulative = round_cost_units(result, expert_outputs).set_index("round")["cumulative"]
     reached = [(entry["round"], 100 * COST_CURVES[curve](entry["class_accuracy"]))
                for entry in result.rounds if entry.get("class_accuracy") and entry["round"] >= from_round]
@@ -272,7 +308,8 @@ def cost_frame(results: Sequence[RunResult], targets: Sequence[float], labels: d
     ``metric=cost_u`` and ``target_min=<name>``: ``target_names`` name the columns (default: the
     targets themselves), so a reduced profile's targets can stand in, in order, for the paper's;
     the ``target`` column keeps the threshold actually used. ``from_round`` maps a run hash to
-    the first round that may reach a target (:func:`cost_to_reach`; default 0).
+    the first round that may reach a target (:func:`cost_to_reach`; default 0). ``not_run`` and
+    ``diverged`` carry the run's flags; such a run's costs are NaN.
     """
     names = list(target_names) if target_names is not None else list(targets)
     if len(names) != len(targets):
@@ -288,18 +325,22 @@ def cost_frame(results: Sequence[RunResult], targets: Sequence[float], labels: d
             setting = ";".join(p for p in (setting_label(cfg), extra, "metric=cost_u", f"target_min={name}") if p)
             rows.append({"hash": cfg.hash(), "label": (labels or {}).get(cfg.hash(), cfg.method),
                          "dataset": cfg.dataset, "seed": cfg.seed, "setting": setting, "metric": "cost_u",
-                         "target": target, "value": costs[target]})
+                         "target": target, "value": costs[target], **run_flags(result)})
     return pd.DataFrame(rows)
 
 
 # ---------------------------------------------------------------------- the paper's layout
-DIVERGED = "diverged"  # a cell one of whose runs diverged: no number is shown
+DIVERGED = experiments.DIVERGED  # a cell one of whose runs diverged: no number is shown
 NOT_RUN = "not run"  # a cell none of whose runs is in a store (render-only mode)
+SEED_COLUMNS = ("seeds_run", "seeds_declared", "seeds_diverged")  # compare_with_paper: the runs behind a cell
 
 
 def most_frequent(values: pd.Series) -> str:
-    """The most frequent of a cell's values over its seeds (e.g. the worst class); :data:`NOT_RUN`
-    when none of its runs is stored (render-only mode leaves their values empty)."""
+    """The most frequent of a cell's values over its seeds (e.g. the worst class); :data:`DIVERGED`
+    when one of its runs diverged (results_frame gives it that worst class), :data:`NOT_RUN` when
+    none of its runs is stored (render-only mode leaves their values empty)."""
+    if values.eq(DIVERGED).any():
+        return DIVERGED
     present = values.dropna()
     return present.mode().iloc[0] if len(present) else NOT_RUN
 
@@ -312,6 +353,9 @@ def paper_layout(frame: pd.DataFrame, value: str, index: str = "label",
     ``mark_best`` is False; an infinite mean -- a cost target never reached -- reads "never").
 
     Rows keep the order of ``row_order`` (the paper's order) when given, else first appearance.
+    A cell with a diverged run has a NaN mean and reads "diverged"; one none of whose runs is
+    stored reads "not run"; one only some of whose runs are stored shows their mean with
+    "(k of n seeds)" (:func:`fedlib.experiments.mean_std`).
     """
     columns = list(columns) if isinstance(columns, (list, tuple)) else columns
     if value not in frame.columns:
@@ -322,16 +366,27 @@ def paper_layout(frame: pd.DataFrame, value: str, index: str = "label",
         order = [r for r in row_order if r in mean.index]
         mean, std = mean.loc[order], std.loc[order]
     text = experiments.format_mean_std(mean, std, digits=digits, mark_best=mark_best)
-    text = text.mask(np.isinf(mean.astype(float)), NEVER)
+    text = text.mask(np.isinf(mean.astype(float)), NEVER + experiments.seed_notes(mean))
+    return mean, std, mark_flagged(text, frame, index, columns)
+
+
+def mark_flagged(text: pd.DataFrame, frame: pd.DataFrame, index: str | list[str] = "label",
+                 columns: str | list[str] | None = ("dataset", "setting")) -> pd.DataFrame:
+    """``text``, a table laid out from ``frame`` as index x columns, with :data:`NOT_RUN` in the
+    cells none of whose runs is stored and :data:`DIVERGED` in those with a diverged run."""
+    columns = list(columns) if isinstance(columns, (list, tuple)) else columns
     for flag, label, rule in (("not_run", NOT_RUN, "all"), ("diverged", DIVERGED, "any")):
-        if flag in frame.columns and frame[flag].astype(bool).any():
-            text = text.mask(_flagged_cells(frame, flag, index, columns, mean, rule), label)
-    return mean, std, text
+        if flag_column(frame, flag).any():
+            text = text.mask(_flagged_cells(frame, flag, index, columns, text, rule), label)
+    return text
 
 
 def _flagged_cells(frame: pd.DataFrame, flag: str, index, columns, like: pd.DataFrame, rule: str) -> pd.DataFrame:
     """Cells of the paper layout where ``rule`` ("any" or "all") of the runs carry ``flag``."""
-    share, _ = experiments.mean_std(frame.assign(**{flag: frame[flag].astype(float)}), index, columns, flag)
+    shares = frame[experiments.cell_keys(index, columns)].assign(_share=flag_column(frame, flag).astype(float))
+    share, _ = experiments.mean_std(shares, index, columns, "_share")
+    if columns is None:
+        share.columns = like.columns
     share = share.reindex(index=like.index, columns=like.columns).fillna(0)
     return share > 0 if rule == "any" else share >= 1
 
@@ -383,8 +438,14 @@ def compare_with_paper(ours_mean: pd.DataFrame, ours_std: pd.DataFrame, paper_fr
     levels); their row index and column levels are matched, in order, to ``keys`` of the
     paper's long frame. Names match loosely (case, '-', '_' and spaces ignored; FedED = FedVLS;
     ``beta=0.50`` = ``beta=0.5``), so the paper's spelling need not be fedlib's.
+
+    ``seeds_run``, ``seeds_declared`` and ``seeds_diverged`` count the runs behind each of our
+    cells, as :func:`fedlib.experiments.mean_std` recorded them on ``ours_mean`` (empty where it
+    did not, e.g. after its labels were renamed): ``ours`` is NaN where a run diverged, and the
+    mean of the stored runs where fewer ran than were declared.
     """
     ours = _long(ours_mean, keys, "ours").merge(_long(ours_std, keys, "ours_std"), on=list(keys))
+    ours = _with_seed_counts(ours, ours_mean, keys)
     missing = [k for k in [*keys, "value"] if k not in paper_frame.columns]
     if missing:
         raise FedlibError(f"paper frame lacks column(s) {missing}; expected {PAPER_COLUMNS}")
@@ -395,18 +456,28 @@ def compare_with_paper(ours_mean: pd.DataFrame, ours_std: pd.DataFrame, paper_fr
     merged = ours.merge(paper.drop(columns=list(keys)), on="_key", how="outer" if include_paper_only else "left")
     _fill_keys_from_paper(merged, paper, keys)
     merged["difference"] = merged["ours"] - pd.to_numeric(merged["paper"], errors="coerce")
-    return merged.drop(columns="_key")[[*keys, "ours", "ours_std", "paper", "paper_std", "difference"]]
+    return merged.drop(columns="_key")[[*keys, "ours", "ours_std", "paper", "paper_std", "difference", *SEED_COLUMNS]]
+
+
+def _with_seed_counts(ours: pd.DataFrame, ours_mean: pd.DataFrame, keys: Sequence[str]) -> pd.DataFrame:
+    """``ours`` (one row per cell) with the :data:`SEED_COLUMNS` of each cell (NA where unknown)."""
+    found = [experiments.seed_counts(ours_mean, *cell) for cell in ours[list(keys)].itertuples(index=False, name=None)]
+    for position, name in enumerate(SEED_COLUMNS):
+        ours[name] = pd.array([counts[position] if counts else pd.NA for counts in found], dtype="Int64")
+    return ours
 
 
 def side_by_side(comparison: pd.DataFrame, index: str = "method",
                  columns: Sequence[str] = ("dataset", "setting"), digits: int = 2) -> pd.DataFrame:
     """The comparison in the paper's layout; each cell reads 'ours / paper (difference)'
-    ("never" for an infinite cost: the target was not reached)."""
+    ("never" for an infinite cost: the target was not reached). Ours reads "diverged" or
+    "not run" where the :data:`SEED_COLUMNS` say so, and "97.75 (1 of 3 seeds)" where fewer
+    seeds ran than were declared."""
     def number(value) -> str:
         return "-" if pd.isna(value) else NEVER if np.isinf(value) else f"{value:.{digits}f}"
 
     def cell(row) -> str:
-        ours = number(row["ours"])
+        ours = _ours_text(row, number)
         if pd.isna(row["paper"]):
             return f"{ours} / -"
         if not np.isfinite(row["difference"]):  # a cost target never reached on one side or both
@@ -417,6 +488,21 @@ def side_by_side(comparison: pd.DataFrame, index: str = "method",
     order = list(dict.fromkeys(text[index]))
     table = text.pivot_table(index=index, columns=list(columns), values="cell", aggfunc="first", sort=False)
     return table.reindex(order)
+
+
+def _ours_text(row: pd.Series, number) -> str:
+    """Our side of a comparison cell: "diverged", "not run", or ``number(ours)`` with its seed note."""
+    run, declared, diverged = (row.get(name) for name in SEED_COLUMNS)
+    if _known(diverged) and diverged > 0:
+        return DIVERGED
+    if _known(run) and run == 0:
+        return NOT_RUN
+    counts = (int(run), int(declared)) if _known(run) and _known(declared) else None
+    return number(row["ours"]) + seed_note(counts)
+
+
+def _known(count) -> bool:
+    return count is not None and not pd.isna(count)
 
 
 def _long(wide: pd.DataFrame, keys: Sequence[str], name: str) -> pd.DataFrame:
