@@ -46,6 +46,22 @@ def resolve_device(name: str = "auto") -> torch.device:
     return torch.device(name)
 
 
+def fp32_on_cuda(device: torch.device) -> None:
+    """On CUDA, compute float32 as float32: turn off TF32 (10-bit mantissa) in cuDNN convolutions
+    (on by default on NVIDIA GPUs) and cuBLAS matmuls, so a GPU run does the fp32 arithmetic its
+    config hash stands for (bf16 autocast has its own hash). The flags are process-wide."""
+    if device.type == "cuda":
+        torch.backends.cudnn.allow_tf32 = False
+        torch.backends.cuda.matmul.allow_tf32 = False
+
+
+def precision_flags(device: torch.device) -> dict[str, bool]:
+    """``{"tf32": ...}``, whether TF32 may compute float32 ops, for a CUDA device; {} for others."""
+    if device.type != "cuda":
+        return {}
+    return {"tf32": bool(torch.backends.cudnn.allow_tf32 or torch.backends.cuda.matmul.allow_tf32)}
+
+
 _DATASET_CACHE: dict[tuple, Dataset] = {}
 
 
@@ -205,6 +221,7 @@ class RunResult:
             dataset = load_run_dataset(self.config)
             model = build_run_model(self.config, dataset)
             model.load_state_dict(self.global_state())
+            fp32_on_cuda(torch.device(device))
             return model.to(device).eval()
         server, algorithm = prepare(self.config.replace(device=device))
         _restore(store.RunRecord(self.folder), server)
@@ -216,6 +233,7 @@ class RunResult:
 def prepare(cfg: RunConfig) -> tuple[ServerState, Algorithm]:
     """Everything a run needs before round 0: data on the device, partition, model, method."""
     device = resolve_device(cfg.device)
+    fp32_on_cuda(device)
     dataset = load_run_dataset(cfg)
     if cfg.clients > len(dataset.train_y):
         raise FedlibError(f"clients ({cfg.clients}) exceeds the training samples ({len(dataset.train_y)})")
@@ -265,8 +283,9 @@ def _summary(cfg: RunConfig, rounds: list[dict], data: FederatedData, seconds: f
 
 
 def _meta(cfg: RunConfig, server: ServerState) -> dict:
+    """meta.json of a run as it starts (a resume keeps it and appends to ``resumes``)."""
     return {"fedlib_version": __version__, "code_revision": store.code_revision(),
-            "environment": store.environment(), "device": str(server.device),
+            "environment": {**store.environment(), **precision_flags(server.device)}, "device": str(server.device),
             "dataset_source": server.data.dataset.source, "seed": cfg.seed,
             "method_hparams": server.hparams, "backend": cfg.backend}
 
@@ -316,7 +335,8 @@ def _to_device(value: Any, device: torch.device) -> Any:
 
 def run(cfg: RunConfig, *, hooks: Sequence[Observer] = (), progress: bool = True, use_store: bool = True,
         results_dir: str | os.PathLike | None = None, stop_after: int | None = None) -> RunResult:
-    """Run ``cfg`` (or return it from the store when it is already complete).
+    """Run ``cfg`` (or return it from a store that holds it complete: the reference store when it
+    does, whatever the working store holds, else the working store; see ``store.served_record``).
 
     ``stop_after`` ends the run after that many rounds without writing a summary, as a crash
     would; calling ``run`` again resumes from the last checkpoint. With ``hooks``, a config already
@@ -327,11 +347,9 @@ def run(cfg: RunConfig, *, hooks: Sequence[Observer] = (), progress: bool = True
     with ``diverged=true``; a stored diverged run warns whenever it is served.
     """
     record = store.RunRecord(store.run_dir(cfg, results_dir)) if use_store else None
-    if record is not None and record.complete and not hooks:
-        return _served(cfg, record, progress)
-    reference = store.reference_record(cfg, results_dir) if use_store and not hooks else None
-    if reference is not None:  # a committed full-scale run: read-only, metrics only
-        return _served(cfg, reference, progress)
+    served = store.served_record(cfg, results_dir) if use_store and not hooks else None
+    if served is not None:  # the reference store's run when it holds one (read-only, metrics only)
+        return _served(cfg, served, progress)
     if use_store and render_only():
         why = "must be recomputed for a recording hook" if hooks else "is in no store"
         raise NotRun(f"run {cfg.hash()} ({cfg.method} on {cfg.dataset}, seed {cfg.seed}) {why} "
@@ -342,7 +360,7 @@ def run(cfg: RunConfig, *, hooks: Sequence[Observer] = (), progress: bool = True
         return _train(cfg, None, None, hooks, progress, stop_after)
     with record.claim() as claim:
         if record.complete and not hooks:  # finished by the previous holder while we waited
-            return _served(cfg, record, progress)
+            return _served(cfg, store.served_record(cfg, results_dir) or record, progress)
         _count_training()
         return _train(cfg, record, claim, hooks, progress, stop_after)
 
@@ -376,12 +394,11 @@ def _train(cfg: RunConfig, record: store.RunRecord | None, claim, hooks: Sequenc
     server, algorithm = prepare(cfg)
     rounds, seconds = ([], 0.0) if record is None else _restore(record, server)
     if record is not None and server.round > 0:
-        _warn_changed_arithmetic(cfg, record.read_meta(), server.round)
         _say(_resume_message(cfg, server.round, record.folder), progress)
     if record is not None:
         record.discard_partial_writes()
         record.write_config(cfg)
-        record.write_meta(_meta(cfg, server))
+        _write_meta(record, cfg, server)
     diverged = server.round > 0 and _diverged(server.model, rounds[-1] if rounds else {})
     with _progress_bar(cfg, server.round, progress) as bar:  # closed (its line cleared) on Ctrl-C too
         while server.round < cfg.rounds and not diverged:
@@ -427,17 +444,56 @@ def _store_finished(record: store.RunRecord, claim, server: ServerState, rounds:
     record.write_summary(summary)
 
 
-def _warn_changed_arithmetic(cfg: RunConfig, meta: dict, round_index: int) -> None:
-    """A resumed run whose backend or torch thread count changed continues with another float
-    summation order: its later rounds match an uninterrupted run only to rounding. Say so."""
+def _write_meta(record: store.RunRecord, cfg: RunConfig, server: ServerState) -> None:
+    """meta.json: written as the run starts; a resume keeps its fields (what the start used) and
+    appends one entry to its ``resumes`` list, warning when the arithmetic or the code changed.
+    A resumed run whose meta.json was lost gets the resume's fields at the top."""
+    if server.round == 0:
+        record.write_meta(_meta(cfg, server))
+        return
+    meta = record.read_meta() or _meta(cfg, server)
+    entry = {**store.resume_entry(server.round, cfg.backend, str(server.device)), **precision_flags(server.device)}
+    _warn_changed_arithmetic(cfg, meta, entry)
+    _warn_changed_code(cfg, meta, entry)
+    record.write_meta({**meta, "resumes": list(meta.get("resumes") or []) + [entry]})
+
+
+def _arithmetic(stretch: dict) -> tuple:
+    """What sets a stretch's float summation order: backend, torch threads, device, TF32 (from
+    meta.json's top level, or from one of its ``resumes`` entries)."""
+    env = stretch.get("environment") or stretch
+    return stretch.get("backend"), env.get("cpu_threads"), stretch.get("device"), env.get("tf32")
+
+
+def _describe_arithmetic(arithmetic: tuple) -> str:
+    backend, threads, device, tf32 = arithmetic
+    return f"backend {backend}, {threads} torch threads on {device}" + ("" if tf32 is None else f", tf32 {tf32}")
+
+
+def _warn_changed_arithmetic(cfg: RunConfig, meta: dict, entry: dict) -> None:
+    """A resumed run whose backend, thread count, device or TF32 setting changed goes on with
+    another float summation order: its later rounds match an uninterrupted run only to rounding."""
     import warnings
 
-    before = (meta.get("backend"), (meta.get("environment") or {}).get("cpu_threads"))
-    now = (cfg.backend, torch.get_num_threads())
-    if meta and before != now:
-        warnings.warn(f"run {cfg.hash()} resumes at round {round_index} with backend {now[0]} and {now[1]} torch "
-                      f"threads; rounds before were trained with backend {before[0]} and {before[1]} threads, so "
-                      "the rest agrees with an uninterrupted run only to float rounding", RuntimeWarning, stacklevel=4)
+    now = _arithmetic(entry)
+    before = [_arithmetic(s) for s in [meta] + list(meta.get("resumes") or [])]
+    changed = list(dict.fromkeys(b for b in before if b != now))
+    if changed:
+        warnings.warn(f"run {cfg.hash()} resumes after round {entry['rounds_done']} with {_describe_arithmetic(now)}; "
+                      f"rounds before were trained with {'; '.join(map(_describe_arithmetic, changed))}, so the rest "
+                      "agrees with an uninterrupted run only to float rounding", store.ProvenanceWarning, stacklevel=5)
+
+
+def _warn_changed_code(cfg: RunConfig, meta: dict, entry: dict) -> None:
+    """A resume whose code revision is not the clean one the run started with: its later rounds
+    may come from other code."""
+    import warnings
+
+    start, now = str(meta.get("code_revision", "unknown")), entry["code_revision"]
+    if start != now or not store.is_clean_revision(now):
+        warnings.warn(f"run {cfg.hash()} resumes after round {entry['rounds_done']} with code revision {now}; it "
+                      f"started with {start}: its rounds may come from different code (meta.json 'resumes' records "
+                      "each)", store.ProvenanceWarning, stacklevel=5)
 
 
 def _stored_result(cfg: RunConfig, record: store.RunRecord) -> RunResult:
@@ -450,19 +506,30 @@ def _stored_result(cfg: RunConfig, record: store.RunRecord) -> RunResult:
         raise FedlibError(f"stored run {record.folder} is corrupt ({type(exc).__name__}: "
                           f"{str(exc).splitlines()[0][:120] if str(exc) else ''}); delete the folder to "
                           "recompute it") from None
-    problem = None
-    if stored_hash != cfg.hash():
-        problem = f"its config.json hashes to {stored_hash}, not {cfg.hash()}"
-    elif not isinstance(summary, dict) or summary.get("rounds_run") != len(rounds):
-        problem = f"its summary counts {summary.get('rounds_run') if isinstance(summary, dict) else '?'} " \
-                  f"rounds but rounds.jsonl holds {len(rounds)}"
-    elif [r.get("round") for r in rounds] != list(range(len(rounds))):
-        problem = "rounds.jsonl does not hold rounds 0, 1, 2, ... in order"
+    problem = _inconsistency(cfg, stored_hash, summary, rounds)
     if problem:
         raise FedlibError(f"stored run {record.folder} is inconsistent: {problem}; delete the folder to recompute it")
     if summary.get("diverged"):
         _warn_diverged(cfg, len(rounds) - 1, stored=True)
     return RunResult(cfg, rounds, summary, record.folder)
+
+
+def _inconsistency(cfg: RunConfig, stored_hash: str, summary: Any, rounds: list[dict]) -> str | None:
+    """Why a complete run's files disagree with each other or with ``cfg`` (None when they agree).
+    A run that did not diverge must hold all of ``cfg.rounds`` rounds: a shorter one is refused,
+    never served as the config's result (nor retrained over its summary)."""
+    if stored_hash != cfg.hash():
+        return f"its config.json hashes to {stored_hash}, not {cfg.hash()}"
+    if not isinstance(summary, dict) or summary.get("rounds_run") != len(rounds):
+        counted = summary.get("rounds_run") if isinstance(summary, dict) else "?"
+        return f"its summary counts {counted} rounds but rounds.jsonl holds {len(rounds)}"
+    if [r.get("round") for r in rounds] != list(range(len(rounds))):
+        return "rounds.jsonl does not hold rounds 0, 1, 2, ... in order"
+    if len(rounds) > cfg.rounds:
+        return f"it holds {len(rounds)} rounds but its config {cfg.rounds}"
+    if len(rounds) < cfg.rounds and not summary.get("diverged"):
+        return f"it holds {len(rounds)} of its config's {cfg.rounds} rounds and did not diverge"
+    return None
 
 
 def _check_consistent(record: store.RunRecord, server: ServerState, rounds: list[dict], cfg: RunConfig) -> None:

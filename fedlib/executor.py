@@ -18,7 +18,8 @@ stores it, or trained here (resuming from its checkpoint) if that process dies. 
 dies mid-run (killed, preempted, out of memory) is replaced and its run is given again, up to
 ``retries`` times; the run resumes from its last checkpoint and ends with the metrics of an
 uninterrupted run. A run that raises, or diverges, is reported once in the summary at the end
-and does not stop the others.
+and does not stop the others; so is a resume with another thread count, backend or code revision
+(the engine's ``store.ProvenanceWarning``), as a note.
 
 One progress bar counts the runs (done, diverged, failed, running; ETA from the runs finished so
 far); ``verbose`` adds one line per finished run; a summary table ends the call, with each
@@ -33,7 +34,7 @@ import socket
 import time
 import warnings
 from collections import Counter, deque
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from multiprocessing.connection import wait
 from pathlib import Path
 from typing import Any, Sequence
@@ -64,6 +65,7 @@ class Outcome:
     best_accuracy: float | None = None
     error: str = ""
     worker: str = ""  # host:pid that trained it
+    notes: list[str] = field(default_factory=list)  # its provenance warnings (store.ProvenanceWarning)
 
     @property
     def ok(self) -> bool:
@@ -75,28 +77,39 @@ def train_one(config: dict, threads: int) -> dict:
     """Train (or resume) one run in this process with ``threads`` intra-op threads; never raises.
 
     Returns a dict: ``status`` (done, diverged, elsewhere: the store served it, claimed: another
-    live process holds it, failed), ``error``, ``seconds``, ``best_accuracy``, ``worker``."""
+    live process holds it, failed), ``error``, ``seconds``, ``best_accuracy``, ``worker``, ``notes``
+    (the run's provenance warnings: a resume with other arithmetic or code, for one)."""
     from fedlib import engine
 
     resources.set_thread_budget(threads=threads)
-    worker = f"{socket.gethostname()}:{os.getpid()}"
+    worker, notes = f"{socket.gethostname()}:{os.getpid()}", []
     started, before = time.perf_counter(), engine.stored_trainings()
     try:
-        cfg = RunConfig.from_dict(config)
-        with warnings.catch_warnings():  # diverged runs and resumes are reported in the summary
-            warnings.simplefilter("ignore")
-            result = engine.run(cfg, progress=False)
+        result = _run_noting(RunConfig.from_dict(config), notes)
     except store.ClaimedError as exc:
         return {"status": "claimed", "error": str(exc), "worker": worker}
     except Exception as exc:  # noqa: BLE001 - any failure is this run's, reported at the end
-        return {"status": FAILED, "error": one_line(exc), "worker": worker,
+        return {"status": FAILED, "error": one_line(exc), "worker": worker, "notes": notes,
                 "seconds": time.perf_counter() - started}
     if engine.stored_trainings() == before:
         status = ELSEWHERE
     else:
         status = DIVERGED if result.summary.get("diverged") else DONE
     return {"status": status, "seconds": time.perf_counter() - started, "worker": worker,
-            "best_accuracy": result.best_accuracy}
+            "best_accuracy": result.best_accuracy, "notes": notes}
+
+
+def _run_noting(cfg: RunConfig, notes: list[str]):
+    """``engine.run(cfg)`` with its warnings kept off the screen; the provenance ones go to ``notes``
+    for the summary (diverged runs are reported there by status)."""
+    from fedlib import engine
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            return engine.run(cfg, progress=False)
+        finally:
+            notes += [str(w.message) for w in caught if issubclass(w.category, store.ProvenanceWarning)]
 
 
 # ====================================================================== pools of workers
@@ -463,7 +476,8 @@ def _look_at_parked(parked: list[RunConfig], queue: deque, outcomes: dict, board
 
 def _outcome(cfg: RunConfig, status: str, attempts: int, result: dict) -> Outcome:
     return Outcome(cfg, status, attempts, float(result.get("seconds") or 0.0), result.get("best_accuracy"),
-                   result.get("error", "") if status == FAILED else "", result.get("worker", ""))
+                   result.get("error", "") if status == FAILED else "", result.get("worker", ""),
+                   list(result.get("notes") or []))
 
 
 def _label(cfg: RunConfig) -> str:
@@ -497,6 +511,8 @@ class _Board:
         self.bar.update(1)
         if self.verbose:
             self.note(_outcome_line(outcome))
+        for line in outcome.notes:
+            self.note(f"note: {line}")
 
     def note(self, line: str) -> None:
         if self.progress:
@@ -519,6 +535,15 @@ def _outcome_line(outcome: Outcome) -> str:
     accuracy = f", best {100 * outcome.best_accuracy:.2f} %" if outcome.best_accuracy is not None else ""
     error = f": {outcome.error}" if outcome.error else ""
     return f"{outcome.status}: {_label(outcome.config)} in {outcome.seconds:.1f} s{accuracy}{error}"
+
+
+def _note_lines(outcomes: Sequence[Outcome]) -> list[str]:
+    """The runs' provenance notes (a resume with other arithmetic or code), under a count."""
+    notes = [line for o in outcomes for line in o.notes]
+    if not notes:
+        return []
+    return [f"{len(notes)} provenance note{'s' * (len(notes) != 1)} (numbers not from one uninterrupted "
+            "computation of their config):"] + [f"  {line}" for line in notes]
 
 
 def format_summary(outcomes: Sequence[Outcome], executor: str = "local", slots: int = 1,
@@ -546,6 +571,7 @@ def format_summary(outcomes: Sequence[Outcome], executor: str = "local", slots: 
     if failed:
         lines.append(f"{len(failed)} run{'s' * (len(failed) != 1)} failed:")
         lines += [f"  {_label(o.config)}: {o.error}" for o in failed]
+    lines += _note_lines(outcomes)
     diverged = [o for o in outcomes if o.status == DIVERGED]
     if diverged:
         lines.append(f"{len(diverged)} run{'s' * (len(diverged) != 1)} diverged (stored with diverged=true): "

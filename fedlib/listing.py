@@ -57,6 +57,7 @@ class StoredRun:
     summary: dict | None = None
     rounds_done: int = 0
     problem: str = ""  # why a corrupt run could not be read
+    shadowed: store.RunRecord | None = None  # a working-store run of this hash the reference run is served before
 
     @property
     def hash(self) -> str:
@@ -94,18 +95,28 @@ def stored_runs(results_dir: str | os.PathLike | None = None) -> list[StoredRun]
 
 
 def find_run(prefix: str, results_dir: str | os.PathLike | None = None) -> StoredRun:
-    """The one run whose hash starts with ``prefix``: the working store first, then the
-    read-only reference store; one line when none or several match."""
-    roots = [store.results_root(results_dir)] + [r for r in [store.reference_root()] if r is not None]
-    for root in roots:
-        matches = [r for r in store.list_runs(root, complete_only=False) if r.folder.name.startswith(prefix)]
-        if len(matches) > 1:
-            names = ", ".join(r.folder.name for r in matches[:5]) + (", ..." if len(matches) > 5 else "")
-            raise FedlibError(f"{len(matches)} stored runs in {root} start with {prefix!r} ({names}); give more digits")
-        if matches:
-            return read_run(matches[0])
-    where = " or ".join(str(root) for root in roots)
-    raise FedlibError(f"no stored run starts with {prefix!r} in {where} (fedlib list shows the hashes)")
+    """The one run whose hash starts with ``prefix`` in the working or the read-only reference
+    store, from the store that serves it (``store.served_record``): the reference store when it
+    holds the run complete, else the working store; one line when none or several hashes match."""
+    working_root, reference_root = store.results_root(results_dir), store.reference_root()
+    working = _matching(working_root, prefix)
+    reference = _matching(reference_root, prefix) if reference_root is not None else {}
+    hashes = sorted(set(working) | set(reference))
+    if len(hashes) > 1:
+        names = ", ".join(hashes[:5]) + (", ..." if len(hashes) > 5 else "")
+        raise FedlibError(f"{len(hashes)} stored runs start with {prefix!r} ({names}); give more digits")
+    if not hashes:
+        where = " or ".join(str(root) for root in [working_root, reference_root] if root is not None)
+        raise FedlibError(f"no stored run starts with {prefix!r} in {where} (fedlib list shows the hashes)")
+    here, there = working.get(hashes[0]), reference.get(hashes[0])
+    if there is None or not there.complete or (here is not None and store.same_folder(here.folder, there.folder)):
+        return read_run(here or there)
+    return dataclasses.replace(read_run(there), shadowed=here)
+
+
+def _matching(root: Path, prefix: str) -> dict[str, store.RunRecord]:
+    """The run folders of ``root`` whose hash starts with ``prefix``, by hash."""
+    return {r.folder.name: r for r in store.list_runs(root, complete_only=False) if r.folder.name.startswith(prefix)}
 
 
 # ====================================================================== filters and sorting
@@ -318,7 +329,9 @@ def show_lines(run: StoredRun, every: int | None = None) -> list[str]:
         raise FedlibError(f"stored run {run.record.folder} is corrupt ({run.problem}); delete the folder to "
                           "recompute it")
     cfg, record = run.config, run.record
-    lines = _headline(run) + _settings_lines(run) + [_provenance(run)]
+    lines = _headline(run) + _settings_lines(run) + [_provenance(run)] + resume_lines(record.read_meta(), cfg.rounds)
+    if run.shadowed is not None:
+        lines.append(_shadow_line(run))
     rounds = record.read_rounds()
     if run.summary:
         lines += _accuracy_lines(run.summary, cfg.rounds)
@@ -354,11 +367,35 @@ def _settings_lines(run: StoredRun) -> list[str]:
     return lines
 
 
+def _shadow_line(run: StoredRun) -> str:
+    """What the working store holds under the hash of the reference run ``run`` (which is served)."""
+    same = "the same" if store.same_metrics(run.shadowed, run.record) else "other"
+    return (f"the working store's {run.shadowed.folder} holds this hash too, with {same} per-round metrics; not "
+            "used: the reference store's run is served")
+
+
+def revision_label(revision: Any) -> str:
+    """A code revision shortened to 12 digits, its '+dirty' kept: 'acac85813fe9 (+dirty)'."""
+    commit, _, dirty = str(revision).partition("+")
+    return commit[:12] + (f" (+{dirty})" if dirty else "")
+
+
+def resume_lines(meta: dict, total_rounds: int) -> list[str]:
+    """One line per resume of a run (meta.json's ``resumes``; none for runs stored before it existed)."""
+    lines = []
+    for entry in [e for e in meta.get("resumes") or [] if isinstance(e, dict)]:
+        tf32 = f", tf32 {entry['tf32']}" if "tf32" in entry else ""
+        lines.append(f"  resumed after round {entry.get('rounds_done', '?')} of {total_rounds}: revision "
+                     f"{revision_label(entry.get('code_revision', 'unknown'))}, backend {entry.get('backend', '?')}, "
+                     f"{entry.get('cpu_threads', '?')} threads on {entry.get('device', '?')}{tf32}, torch "
+                     f"{entry.get('torch', '?')}, host {entry.get('host', '?')}, {entry.get('date', '?')}")
+    return lines
+
+
 def _provenance(run: StoredRun) -> str:
     meta = run.record.read_meta()
     env = meta.get("environment") or {}
-    commit, _, dirty = str(meta.get("code_revision", "unknown")).partition("+")
-    revision = commit[:12] + (f" (+{dirty})" if dirty else "")
+    revision = revision_label(meta.get("code_revision", "unknown"))
     gpu = f" ({env['gpu']})" if env.get("gpu") else ""
     parts = [f"fedlib {meta.get('fedlib_version', '?')}", f"revision {revision}",
              f"device {meta.get('device', '?')}{gpu}", f"backend {meta.get('backend', '?')}",

@@ -111,8 +111,8 @@ def prediction_history(cfg: RunConfig, results_dir: str | os.PathLike | None = N
     """
     from fedlib.engine import run  # imported here: engine imports many modules
 
-    record = store.RunRecord(store.run_dir(cfg, results_dir))
-    if record.complete and _has_histograms(rounds := record.read_rounds()):
+    record = store.served_record(cfg, results_dir)
+    if record is not None and _has_histograms(rounds := record.read_rounds()):
         return history_from_rounds(cfg, rounds, record.read_summary()["class_names"])
     result = run(cfg, hooks=[PredictionRecorder()], results_dir=results_dir, progress=progress)
     return history_from_rounds(cfg, result.rounds, result.class_names)

@@ -2,7 +2,8 @@
 
     <results>/<hash>/config.json     the full RunConfig (location fields included, for the record)
     <results>/<hash>/rounds.jsonl    one JSON line of metrics per evaluated round
-    <results>/<hash>/meta.json       fedlib version, code revision, environment, timings
+    <results>/<hash>/meta.json       fedlib version, code revision, environment, as the run started;
+                                     ``resumes``: one entry per resume (revision, threads, host, ...)
     <results>/<hash>/checkpoint.pt   while the run trains: global model + algorithm state after the
                                      last finished round (the resume checkpoint), naming ...
     <results>/<hash>/clients/*.pt    ... one file per client holding that client's state (MOON's
@@ -28,6 +29,7 @@ with ``weights_only=True``: a crafted checkpoint cannot run code.
 
 from __future__ import annotations
 
+import datetime
 import io
 import json
 import os
@@ -63,7 +65,8 @@ FINAL_FILE = "final.pt"  # what a finished run keeps: final global model + run-l
 CLIENT_TABLE = "__client_table__"  # in checkpoint.pt's extras: where a per-client table sat
 
 DEFAULT_RESULTS = "results"
-# the committed, read-only store of finished full-scale runs (metrics only, no checkpoints)
+# the committed, read-only store of finished full-scale runs (metrics only, no checkpoints); a run it
+# holds is served before the working store's run of that hash (served_record)
 REFERENCE_RESULTS = Path(__file__).resolve().parent.parent / "reference_results"
 REFERENCE_FILES = ("config.json", "meta.json", "rounds.jsonl", "summary.json")
 
@@ -104,11 +107,73 @@ def is_stored(cfg: RunConfig, results_dir: str | os.PathLike | None = None) -> b
     return RunRecord(run_dir(cfg, results_dir)).complete or reference_record(cfg, results_dir) is not None
 
 
-def publish(record: "RunRecord", root: str | os.PathLike | None = None) -> Path:
+class ProvenanceWarning(RuntimeWarning):
+    """A run's numbers may not be what its config alone says: it was resumed with other arithmetic
+    or other code, or a working-store run of its hash holds other numbers than the reference run served."""
+
+
+_SHADOW_WARNED: set[tuple[Path, Path]] = set()
+
+
+def served_record(cfg: RunConfig, results_dir: str | os.PathLike | None = None) -> "RunRecord | None":
+    """The complete run of ``cfg`` a store serves: the reference store's whenever it holds one,
+    else the working store's, else None. A complete working-store run the reference run shadows
+    is never used; one warning (once per pair of folders) when its per-round metrics differ."""
+    working = RunRecord(run_dir(cfg, results_dir))
+    reference = reference_record(cfg, results_dir)
+    if reference is None:
+        return working if working.complete else None
+    if working.complete and not same_folder(working.folder, reference.folder):
+        _warn_if_shadowed_differs(working, reference)
+    return reference
+
+
+def same_folder(a: Path, b: Path) -> bool:
+    """Whether two paths name one folder."""
+    return Path(a).resolve() == Path(b).resolve()
+
+
+def _warn_if_shadowed_differs(working: "RunRecord", reference: "RunRecord") -> None:
+    pair = (working.folder, reference.folder)
+    if pair in _SHADOW_WARNED or same_metrics(working, reference):
+        return
+    _SHADOW_WARNED.add(pair)
+    warnings.warn(f"run {reference.folder.name}: the working store's {working.folder} holds other per-round metrics "
+                  f"than the reference store's {reference.folder}; the reference one is used", ProvenanceWarning,
+                  stacklevel=4)
+
+
+def same_metrics(a: "RunRecord", b: "RunRecord") -> bool:
+    """Whether two runs logged the same per-round metrics, wall time ('seconds') aside (False when
+    either log cannot be read)."""
+    try:
+        logs = [[{k: v for k, v in r.items() if k != "seconds"} for r in x.read_rounds()] for x in (a, b)]
+    except (ValueError, OSError, AttributeError):
+        return False
+    return json.dumps(logs[0], sort_keys=True) == json.dumps(logs[1], sort_keys=True)  # NaN equals NaN here
+
+
+def is_clean_revision(revision: str) -> bool:
+    """Whether ``revision`` names a commit: not 'unknown' and without '+dirty' (local changes)."""
+    return bool(revision) and revision != "unknown" and "+" not in revision
+
+
+def trained_revisions(meta: dict) -> list[str]:
+    """The code revisions a run trained with: the one it started with, then each resume's."""
+    resumes = [r for r in meta.get("resumes") or [] if isinstance(r, dict)]
+    return [str(x.get("code_revision", "unknown")) for x in [meta] + resumes]
+
+
+def publish(record: "RunRecord", root: str | os.PathLike | None = None, *, force: bool = False) -> Path:
     """Copy a complete run's metrics (config, meta, rounds, summary; no checkpoint) into the
-    reference store; returns its folder there."""
+    reference store; returns its folder there. A run trained, at its start or at any resume, from
+    code git does not hold (code revision '+dirty' or 'unknown') is refused unless ``force``."""
     if not record.complete:
         raise FedlibError(f"run {record.folder} is not complete: only finished runs are published")
+    unclean = [r for r in trained_revisions(record.read_meta()) if not is_clean_revision(r)]
+    if unclean and not force:
+        raise FedlibError(f"run {record.folder.name} was trained from uncommitted code (code revision {unclean[0]}); "
+                          "commit fedlib/ and retrain it, or publish it with force=True")
     target = Path(root or reference_root() or REFERENCE_RESULTS) / record.folder.name
     for name in REFERENCE_FILES:
         source = record.folder / name
@@ -664,6 +729,14 @@ def code_revision() -> str:
     except (OSError, subprocess.SubprocessError):
         return "unknown"
     return (rev or "unknown") + ("+dirty" if dirty else "")
+
+
+def resume_entry(rounds_done: int, backend: str, device: str) -> dict:
+    """What meta.json's ``resumes`` list records of one resume after ``rounds_done`` rounds: the
+    code revision, backend, device, torch threads and version, host and date it went on with."""
+    return {"rounds_done": rounds_done, "code_revision": code_revision(), "backend": backend, "device": device,
+            "cpu_threads": torch.get_num_threads(), "torch": torch.__version__, "host": socket.gethostname(),
+            "date": datetime.datetime.now().astimezone().isoformat(timespec="seconds")}
 
 
 def environment() -> dict:

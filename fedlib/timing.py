@@ -177,8 +177,7 @@ def stored_rates(configs: Iterable[RunConfig], results_dir: str | os.PathLike | 
 
 
 def _complete_record(cfg: RunConfig, results_dir) -> store.RunRecord | None:
-    record = store.RunRecord(store.run_dir(cfg, results_dir))
-    return record if record.complete else store.reference_record(cfg)
+    return store.served_record(cfg, results_dir)
 
 
 def _trained_on(record: store.RunRecord, device_type: str) -> bool:

@@ -49,7 +49,7 @@ def test_finished_runs_are_not_parked_and_published_ones_are_unparked(tmp_path, 
     (parked / cfg.hash()).mkdir(parents=True)
     (parked / "0123456789ab").mkdir()
     monkeypatch.setattr(store, "REFERENCE_RESULTS", tmp_path / "reference")
-    store.publish(store.RunRecord(tmp_path / "r" / cfg.hash()), tmp_path / "reference")
+    store.publish(store.RunRecord(tmp_path / "r" / cfg.hash()), tmp_path / "reference", force=True)
     assert [p.name for p in park_run.unpark_published(parked)] == [cfg.hash()]
     assert [p.name for p in parked.iterdir()] == ["0123456789ab"]
 

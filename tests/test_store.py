@@ -435,8 +435,11 @@ def test_resuming_with_another_thread_count_warns(tmp_path, torch_threads):
 # ====================================================================== the reference store
 @pytest.fixture
 def reference(tmp_path, monkeypatch):
+    """An empty reference store; runs trained meanwhile record a clean code revision, so that they
+    can be published from a checkout with local changes."""
     root = tmp_path / "reference"
     monkeypatch.setenv("FEDLIB_REFERENCE", str(root))
+    monkeypatch.setattr(store, "code_revision", lambda: "c" * 40)
     return root
 
 

@@ -13,7 +13,7 @@ from tools import verify_reference
 def _published(tmp_path):
     cfg = tiny_config(rounds=3)
     result = engine.run(cfg, results_dir=tmp_path / "work", progress=False)
-    return cfg, store.publish(store.RunRecord(result.folder), tmp_path / "reference")
+    return cfg, store.publish(store.RunRecord(result.folder), tmp_path / "reference", force=True)  # a dirty checkout too
 
 
 def test_a_reference_run_is_retrained_to_identical_rounds_and_recorded(tmp_path, monkeypatch):

@@ -90,6 +90,8 @@ def main(argv=None) -> int:
     parser.add_argument("--threads", type=int, help="torch intra-op threads (default: $FEDLIB_THREADS, else the cores)")
     parser.add_argument("--commit", action="store_true", help="git-commit each published run")
     parser.add_argument("--dry-run", action="store_true", help="list the selected runs, train nothing")
+    parser.add_argument("--force", action="store_true",
+                        help="train and publish from uncommitted fedlib/ code (the reference store refuses it otherwise)")
     args = parser.parse_args(argv)
     import ast
 
@@ -97,6 +99,10 @@ def main(argv=None) -> int:
     overrides = {k: ast.literal_eval(v) for k, v in (item.split("=", 1) for item in args.param)}
     methods = args.methods.split(",") if args.methods else None
     configs = selected_configs(args.notebook, args.profile, where, methods, overrides)
+    revision = store.code_revision()
+    if not args.dry_run and not args.force and not store.is_clean_revision(revision):
+        raise FedlibError(f"fedlib/ has uncommitted changes (code revision {revision}): commit them first, "
+                          "or pass --force; the reference store takes only runs of committed code")
     threads = apply_thread_budget(args.threads)
     print(f"{len(configs)} runs selected, {threads} torch threads", flush=True)
     for cfg in configs:
@@ -116,7 +122,7 @@ def main(argv=None) -> int:
         result = engine.run(cfg, progress=False)
         print(f"done in {time.time() - started:.0f} s: {label} best={result.best_accuracy:.4f} "
               f"final={result.final_accuracy:.4f}", flush=True)
-        folder = store.publish(store.RunRecord(result.folder))
+        folder = store.publish(store.RunRecord(result.folder), force=args.force)
         if args.commit:
             commit(folder, f"reference store: {cfg.method} {cfg.dataset} {cfg.partition} beta={cfg.beta} "
                            f"seed={cfg.seed} ({args.notebook}, {args.profile} profile), best "
