@@ -141,3 +141,69 @@ def test_two_configs_of_one_cell_and_seed_are_refused_not_counted_as_seeds(monke
     cell = "fedvls mnist partition=dirichlet;beta=0.5"
     with pytest.raises(fsr.StaleTable, match=rf"{cell} holds 4 configs of seeds \[0, 1, 2, 0\]"):
         fsr.declared_runs(fsr.FEDVLS_NOTEBOOK)
+
+
+def _diverge(tmp_path, monkeypatch, notebook, cell, seed):
+    """Copies of the tables and of the reference store in which ``cell`` (method, dataset,
+    setting) of ``notebook`` has its run of ``seed`` diverged and its committed numbers NaN, as
+    a table republished from that store says; returns the tables' folder."""
+    tables, store = tmp_path / "tables", tmp_path / "reference_results"
+    shutil.copytree(fsr.TABLES, tables)
+    shutil.copytree(fsr.STORE, store)
+    monkeypatch.setattr(fsr, "TABLES", tables)
+    monkeypatch.setattr(fsr, "STORE", store)
+    config = next(c for c in fsr.declared_runs(notebook)[cell] if c.seed == seed)
+    record = fsr.RunRecord(store / config.hash())
+    assert record.complete  # a stored run of the committed table, now diverged
+    record.write_summary({**record.read_summary(), "diverged": True})
+    source = tables / fsr.SOURCES[notebook]
+    frame = pd.read_csv(source)
+    method, dataset, setting = cell
+    cell_setting = frame["setting"].str.replace(r";metric=\w+$", "", regex=True)  # PKD: one row per metric
+    row = (frame["method"] == method) & (frame["dataset"] == dataset) & (cell_setting == setting)
+    frame.loc[row, ["ours", "ours_std", "difference"]] = float("nan")
+    frame.to_csv(source, index=False)
+    return tables
+
+
+def _rows(block):
+    """The block's table rows by their cell."""
+    return {line.split(" | ")[0][2:]: line for line in block.splitlines() if line.startswith("| ")}
+
+
+FEDAVG_005 = ("fedavg", "mnist", "partition=dirichlet;beta=0.05")
+
+
+def test_a_cell_with_a_diverged_seed_shows_no_number_and_says_diverged(tmp_path, monkeypatch):
+    _diverge(tmp_path, monkeypatch, fsr.FEDVLS_NOTEBOOK, FEDAVG_005, seed=2)
+    block = fsr.fedvls_block()
+    rows = _rows(block)
+    assert rows["FedAvg Dir(0.05)"] == "| FedAvg Dir(0.05) | 94.77 ± 0.44 | diverged (seed 2) |  | diverged (1 of 3 seeds) |"
+    assert rows["FedProx Dir(0.05)"].endswith(f"| {fsr.REPRODUCED} |")  # within the tolerance: no FedAvg needed
+    assert rows["FedLC Dir(0.05)"].endswith(f"| {fsr.FEDAVG_DIVERGED} |")  # its ordering needs FedAvg's number
+    assert "1 cell with a diverged seed shows no number." in block
+    assert "over 3 seeds" in block  # FedVLS Dir(0.05) still has its three seeds
+    assert "FedAvg at" not in block.split("Not run:")[-1]  # diverged is not "not run"
+
+
+def test_a_number_committed_for_a_cell_with_a_diverged_seed_is_stale(tmp_path, monkeypatch):
+    tables = _diverge(tmp_path, monkeypatch, fsr.FEDVLS_NOTEBOOK, FEDAVG_005, seed=2)
+    shutil.copy(fsr.ROOT / "tables" / "paper" / "fedvls_table1_vs_paper.csv", tables)  # the mean over 3 seeds
+    with pytest.raises(fsr.StaleTable, match=r"beta=0\.05: the committed table says 95\.37 ± 1\.03, its 3 run\(s\) "
+                                             r"in reference_results/ give diverged \(1 diverged\)"):
+        fsr.fedvls_block()
+
+
+def test_a_diverged_pkd_cell_shows_no_class_accuracies(tmp_path, monkeypatch):
+    _diverge(tmp_path, monkeypatch, fsr.PKD_NOTEBOOK, ("fedavg", "mnist", "partition=balanced;clients=10"), seed=0)
+    block = fsr.pkd_block()
+    assert _rows(block)["FedAvg, MNIST, 10 clients"] == \
+        "| FedAvg, MNIST, 10 clients | 99.73 / 99.28 / 98.31, worst 9 | diverged (seed 0) |  | diverged (1 of 1 seed) |"
+    assert _rows(block)["PKD, MNIST, 10 clients"].endswith(f"| {fsr.REPRODUCED} |")
+    assert "Ours: each cell with a number is one run (seed 0). 1 cell with a diverged seed shows no number." in block
+
+
+def test_the_verdict_counts_the_diverged_seeds_of_the_stored_ones():
+    cell = fsr.Cell("fedavg", "Dir(0.1)", 96.0, None, None, None, seeds=(0,), diverged=(1, 2))
+    assert fsr.diverged_verdict(cell) == "diverged (2 of 3 seeds)"
+    assert fsr.ours_text(cell, "ignored") == "diverged (seed 1, 2)"

@@ -9,9 +9,12 @@ Sources: ``tables/paper/fedvls_table1_vs_paper.csv`` (FedED/FedVLS Table 1, MNIS
 ``tables/paper/pkd_table1_vs_paper.csv`` and ``pkd_table1_4_worst_class.csv`` (PKD Table 1). They
 hold means and std over seeds but not how many seeds went into a cell: the seed count comes from
 the runs of the notebook's paper-profile grid (with the ``-p`` parameters ``tables/paper/index.json``
-records for the table) that the reference store (``reference_results/``) holds. A cell whose stored runs disagree with the committed table (a run added, the table not
-republished) stops the tool: republish the tables first. Only the lines between a block's
-markers ``<!-- full-scale:NAME begin -->`` and ``<!-- full-scale:NAME end -->`` are rewritten.
+records for the table) that the reference store (``reference_results/``) holds. A cell with a diverged
+run has no number (the committed table holds NaN, as ``fedlib.experiments.mean_std`` leaves it) and
+its verdict reads "diverged (k of n seeds)". A cell whose stored runs disagree with the committed
+table (a run added, the table not republished) stops the tool: republish the tables first. Only
+the lines between a block's markers ``<!-- full-scale:NAME begin -->`` and
+``<!-- full-scale:NAME end -->`` are rewritten.
 """
 
 from __future__ import annotations
@@ -38,7 +41,7 @@ from fedlib.paper_numbers import parse_setting  # noqa: E402
 from fedlib.plan import notebook_parameters  # noqa: E402
 from fedlib.plots import display_name  # noqa: E402
 from fedlib.store import RunRecord  # noqa: E402
-from fedlib.tables import NOT_RUN, setting_label  # noqa: E402
+from fedlib.tables import DIVERGED, NOT_RUN, setting_label  # noqa: E402
 
 README = ROOT / "README.md"
 TABLES = ROOT / "tables" / "paper"
@@ -49,6 +52,7 @@ TOLERANCE = 1.5  # points beyond the paper's std within which a cell counts as r
 BASELINE = "fedavg"
 REPRODUCED, ORDERING, NOT_REPRODUCED = "reproduced", "ordering reproduced, values differ", "not reproduced"
 NO_BASELINE = "values differ; ordering not checked (FedAvg not run)"
+FEDAVG_DIVERGED = "values differ; ordering not checked (FedAvg diverged)"
 RULE = (f"Verdicts are computed by `tools/full_scale_readme.py` from the numbers shown: **{REPRODUCED}** when "
         f"|ours - paper| <= the paper's std (0 where it gives none) + {TOLERANCE}; otherwise **{ORDERING}** "
         f"when the method stands on the same side of FedAvg (better, worse or level) in ours as in the paper, in that "
@@ -111,14 +115,26 @@ def _side(value: float, fedavg: float) -> int:
 
 
 def judge(cells: list[Cell]) -> None:
-    """Set every run cell's verdict, against FedAvg of its column."""
+    """Set every run cell's verdict, against FedAvg of its column; a cell with a diverged seed
+    has no number to judge: its verdict is :func:`diverged_verdict`."""
     fedavg = {c.column: c for c in cells if c.method == BASELINE}
     for cell in cells:
+        if cell.diverged:
+            cell.verdict = diverged_verdict(cell)
+            continue
         if cell.ours is None:
             continue
         base = fedavg.get(cell.column)
         pair = None if cell.method == BASELINE else (base.ours if base else None, base.paper if base else math.nan)
         cell.verdict = verdict(cell.ours, cell.paper, cell.paper_std, pair)
+        if cell.verdict == NO_BASELINE and base is not None and base.diverged:
+            cell.verdict = FEDAVG_DIVERGED
+
+
+def diverged_verdict(cell: Cell) -> str:
+    """'diverged (k of n seeds)': k of the cell's n stored runs diverged."""
+    stored = len(cell.seeds) + len(cell.diverged)
+    return f"diverged ({len(cell.diverged)} of {stored} seed{'s' * (stored > 1)})"
 
 
 # ---------------------------------------------------------------------- the runs behind a cell
@@ -159,14 +175,17 @@ def stored_summaries(configs: list) -> list[dict]:
 
 
 def check_cell(where: str, ours: float | None, ours_std: float | None, values: list[float],
-               notebook: str) -> None:
+               notebook: str, diverged: int = 0) -> None:
     """Raise :class:`StaleTable` when a committed cell's mean / std over seeds (population std,
-    as ``fedlib.experiments.mean_std``) differs from its runs in the reference store."""
-    mean = statistics.fmean(values) if values else None
-    std = statistics.pstdev(values) if len(values) > 1 else None
+    as ``fedlib.experiments.mean_std``) differs from its runs in the reference store: ``values``
+    from the runs that did not diverge, ``diverged`` the number that did. A cell with a diverged
+    run has no mean and no std (NaN in the table)."""
+    mean = statistics.fmean(values) if values and not diverged else None
+    std = statistics.pstdev(values) if len(values) > 1 and not diverged else None
     if not (_same(ours, mean) and _same(ours_std, std)):
-        raise StaleTable(f"{where}: the committed table says {_mean_std(ours, ours_std)}, its {len(values)} "
-                         f"run(s) in reference_results/ give {_mean_std(mean, std)}; "
+        expected = f"{DIVERGED} ({diverged} diverged)" if diverged else _mean_std(mean, std)
+        raise StaleTable(f"{where}: the committed table says {_mean_std(ours, ours_std)}, its "
+                         f"{len(values) + diverged} run(s) in reference_results/ give {expected}; "
                          + REPUBLISH.format(notebook=notebook))
 
 
@@ -195,7 +214,7 @@ def fedvls_cells() -> list[Cell]:
         kept = [s for s in summaries if not s.get("diverged")]
         ours, ours_std = _number(row.ours), _number(row.ours_std)
         check_cell(f"fedvls_table1_vs_paper.csv, {row.method} {row.setting}", ours, ours_std,
-                   [100 * s["best_accuracy"] for s in kept], FEDVLS_NOTEBOOK)
+                   [100 * s["best_accuracy"] for s in kept], FEDVLS_NOTEBOOK, len(summaries) - len(kept))
         beta = parse_setting(row.setting)["beta"]
         cell = Cell(row.method, f"Dir({beta})", float(row.paper), _number(row.paper_std), ours, ours_std,
                     tuple(s["seed"] for s in kept), tuple(s["seed"] for s in summaries if s.get("diverged")))
@@ -215,12 +234,13 @@ def _column_order(cells: list[Cell]) -> Callable[[Cell], tuple[int, int]]:
 
 def ours_text(cell: Cell, numbers: str) -> str:
     """Our numbers with the seeds behind them: the seed count when more than one, the seed when
-    it is not seed 0, the seeds that diverged."""
+    it is not seed 0; "diverged (seed s)" instead of numbers where a seed diverged."""
+    if cell.diverged:
+        return f"{DIVERGED} (seed {_seeds(cell.diverged)})"
     if cell.ours is None:
-        return f"diverged (seed {_seeds(cell.diverged)})" if cell.diverged else NOT_RUN
+        return NOT_RUN
     notes = [f"{len(cell.seeds)} seeds"] if len(cell.seeds) > 1 else [] if cell.seeds == (0,) else \
         [f"seed {_seeds(cell.seeds)}"]
-    notes += [f"seed {_seeds(cell.diverged)} diverged"] if cell.diverged else []
     return numbers + (f" ({'; '.join(notes)})" if notes else "")
 
 
@@ -246,13 +266,18 @@ def _diff(cell: Cell) -> str:
 
 def seeds_line(cells: list[Cell], notebook: str) -> str:
     """How many seeds stand behind the ours numbers, per group of cells (says so when they mix),
-    and the seeds the notebook's paper profile declares."""
-    groups = Counter(c.seeds for c in cells)
-    if len(groups) == 1:
+    how many cells diverged, and the seeds the notebook's paper profile declares."""
+    groups = Counter(c.seeds for c in cells if c.ours is not None)
+    if not groups:
+        line = "Ours: no cell has a number."
+    elif len(groups) == 1:
         line = f"Ours: each cell with a number is {_runs_behind(next(iter(groups)))}."
     else:
         parts = [f"{n} cell{'s' * (n > 1)} {_runs_behind(seeds)}" for seeds, n in groups.items()]
         line = "Ours mixes seed counts, so compare cells with care: " + "; ".join(parts) + "."
+    diverged = sum(1 for c in cells if c.diverged)
+    if diverged:
+        line += f" {diverged} cell{'s' * (diverged > 1)} with a diverged seed show{'s' * (diverged == 1)} no number."
     declared = sorted({cfg.seed for configs in declared_runs(notebook).values() for cfg in configs})
     return line + f" The paper profile declares seeds {_seeds(tuple(declared))} for every cell."
 
@@ -299,7 +324,7 @@ def pkd_cells() -> list[Cell]:
         rows = rows.set_index("metric").loc[list(PKD_METRICS)]
         summaries = stored_summaries(runs.get((method, dataset, setting), []))
         kept = [s for s in summaries if not s.get("diverged")]
-        check_pkd(f"pkd_table1_vs_paper.csv, {method} {dataset} {setting}", rows, kept)
+        check_pkd(f"pkd_table1_vs_paper.csv, {method} {dataset} {setting}", rows, kept, len(summaries) - len(kept))
         column = f"{display_name(dataset)}, {parse_setting(setting)['clients']} clients"
         cell = Cell(method, column, float(rows.at["min", "paper"]), _number(rows.at["min", "paper_std"]),
                     _number(rows.at["min", "ours"]), _number(rows.at["min", "ours_std"]),
@@ -313,13 +338,14 @@ def pkd_cells() -> list[Cell]:
     return sorted(cells, key=_column_order(cells))
 
 
-def check_pkd(where: str, rows: pd.DataFrame, summaries: list[dict]) -> None:
-    """:func:`check_cell` on each of Max / Ave / Min (the final model's class-wise accuracy)."""
+def check_pkd(where: str, rows: pd.DataFrame, summaries: list[dict], diverged: int = 0) -> None:
+    """:func:`check_cell` on each of Max / Ave / Min (the final model's class-wise accuracy) of
+    the runs that did not diverge (``summaries``); ``diverged`` runs that did."""
     reduce = {"max": max, "ave": statistics.fmean, "min": min}
     for metric in PKD_METRICS:
         values = [100 * reduce[metric](s["class_accuracy"]) for s in summaries]
         check_cell(f"{where}, {metric}", _number(rows.at[metric, "ours"]), _number(rows.at[metric, "ours_std"]),
-                   values, PKD_NOTEBOOK)
+                   values, PKD_NOTEBOOK, diverged)
 
 
 def _class_text(values: pd.Series, min_std: float | None, worst: str | None) -> str:
