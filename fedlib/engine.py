@@ -148,6 +148,7 @@ def _train_clients(server: ServerState, algorithm: Algorithm, clients: list[int]
 def run_round(server: ServerState, algorithm: Algorithm, hooks: Sequence[Observer] = ()) -> dict[str, Any]:
     """One communication round; returns the round's training-side metrics."""
     cfg = server.cfg
+    algorithm.begin_round(server)
     clients = sample_clients(cfg.seed, server.round, cfg.clients, cfg.participation)
     server.round_clients = clients
     notify(hooks, "on_round_start", server, clients)

@@ -207,6 +207,9 @@ class Algorithm:
     def setup(self, server: ServerState) -> None:
         """Create server-side state in ``server.extras`` (saved in every checkpoint)."""
 
+    def begin_round(self, server: ServerState) -> None:
+        """Server-side work at the start of round ``server.round``, before any client trains."""
+
     def aggregate(self, server: ServerState, updates: list[ClientUpdate]) -> dict[str, Tensor]:
         """FedAvg: the sample-count-weighted mean of every state entry (BN buffers included)."""
         return weighted_average([u.state for u in updates], [u.num_samples for u in updates])
