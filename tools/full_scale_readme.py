@@ -56,7 +56,8 @@ FEDAVG_DIVERGED = "values differ; ordering not checked (FedAvg diverged)"
 RULE = (f"Verdicts are computed by `tools/full_scale_readme.py` from the numbers shown: **{REPRODUCED}** when "
         f"|ours - paper| <= the paper's std (0 where it gives none) + {TOLERANCE}; otherwise **{ORDERING}** "
         f"when the method stands on the same side of FedAvg (better, worse or level) in ours as in the paper, in that "
-        f"column; otherwise **{NOT_REPRODUCED}** (FedAvg itself, outside the tolerance, is {NOT_REPRODUCED}).")
+        f"column; otherwise **{NOT_REPRODUCED}** (FedAvg itself, outside the tolerance, is {NOT_REPRODUCED}). "
+        f"A cell with a diverged seed shows no number and reads **diverged**.")
 REPUBLISH = ("republish it (./reproduce.sh --profile paper --render-only --publish --figures figures/paper "
              "--tables tables/paper --only {notebook}), then run tools/full_scale_readme.py --write")
 
