@@ -459,6 +459,15 @@ def compare_with_paper(ours_mean: pd.DataFrame, ours_std: pd.DataFrame, paper_fr
     return merged.drop(columns="_key")[[*keys, "ours", "ours_std", "paper", "paper_std", "difference", *SEED_COLUMNS]]
 
 
+def without_layout_holes(comparison: pd.DataFrame) -> pd.DataFrame:
+    """A :func:`compare_with_paper` frame without the wide layout's holes: rows with neither our
+    number, nor the paper's, nor any run behind them. A diverged cell (no number, but runs) stays."""
+    counts = comparison.reindex(columns=["seeds_run", "seeds_diverged"])
+    ran = counts.fillna(0).gt(0).any(axis=1)
+    keep = comparison["ours"].notna() | comparison["paper"].notna() | ran
+    return comparison[keep].reset_index(drop=True)
+
+
 def _with_seed_counts(ours: pd.DataFrame, ours_mean: pd.DataFrame, keys: Sequence[str]) -> pd.DataFrame:
     """``ours`` (one row per cell) with the :data:`SEED_COLUMNS` of each cell (NA where unknown)."""
     found = [experiments.seed_counts(ours_mean, *cell) for cell in ours[list(keys)].itertuples(index=False, name=None)]

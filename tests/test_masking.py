@@ -75,6 +75,19 @@ def test_complete_cells_read_as_before_and_no_seed_runs_reads_not_run_beside_the
     assert side.loc["fedavg", CELL] == "65.00 / 60.00 (+5.00)" and side.loc["fedvls", CELL] == "not run / 75.00"
 
 
+def test_layout_holes_go_but_a_diverged_cell_and_a_paper_only_cell_stay():
+    frame = tables.table_frame(seeds("fedavg", [[0.6]]) + seeds("fedvls", [[0.8]], diverged=(0,)))
+    frame.loc[frame["label"] == "fedavg", "setting"] = "partition=shards"  # two settings: two holes in the layout
+    mean, std, _ = tables.paper_layout(frame, "best_accuracy")
+    paper = one_paper_cell("fedprox", 50.0)
+    comparison = tables.compare_with_paper(mean, std, paper, include_paper_only=True)
+    assert len(comparison) == 5  # 2 methods x 2 settings + the paper-only row
+    kept = tables.without_layout_holes(comparison)
+    assert sorted(zip(kept["method"], kept["setting"])) == sorted([
+        ("fedavg", "partition=shards"), ("fedvls", CELL[1]), ("fedprox", CELL[1])])
+    assert list(kept.index) == [0, 1, 2]
+
+
 def test_bold_skips_a_diverged_cell_and_a_partly_run_cell_competes_with_its_note():
     frame = tables.table_frame(seeds("fedavg", [[0.9], [0.95]], diverged=(0,)) + seeds("fedvls", [[0.7], [0.8]])
                                + seeds("fedprox", [[0.85], [0.1]], missing=(1,)))
