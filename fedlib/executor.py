@@ -382,6 +382,8 @@ def execute(configs: Sequence[RunConfig], *, executor: str = "local", workers: i
     on_cluster = executor == "ray" and bool(address)
     # a run on a cluster gets one thread unless told otherwise: this machine's cores say nothing of its nodes
     budget = resources.thread_budget(resources.available_cores() if on_cluster else slots, threads)
+    if todo and not on_cluster:
+        _warn_oversubscribed(slots, budget)
     started = time.perf_counter()
     if todo:
         pool = _make_pool(executor, workers if on_cluster else slots, budget, address, verbose)
@@ -412,6 +414,16 @@ def _slots(executor: str, workers: int | None, address: str | None, todo: int) -
     if executor == "ray" and address:
         return workers or 0
     return max(1, min(workers or resources.available_cores(), max(todo, 1)))
+
+
+def _warn_oversubscribed(slots: int, threads: int) -> None:
+    """One line when ``slots`` runs of ``threads`` threads each ask for more cores than this process
+    may use: they still run, but slow each other down (threads wait on each other's cores)."""
+    cores = resources.available_cores()
+    if slots * threads > cores:
+        warnings.warn(f"{slots} runs side by side x {threads} threads each = {slots * threads} threads on "
+                      f"{cores} cores: they will slow each other down; use at most {cores} workers "
+                      f"(threads default to cores / workers)", RuntimeWarning, stacklevel=3)
 
 
 def _make_pool(executor: str, workers: int | None, threads: int, address: str | None, verbose: bool):

@@ -46,14 +46,14 @@ def _count(configs: Iterable[RunConfig], results_dir: str | os.PathLike | None =
 
 def run_all(configs: Sequence[RunConfig], results_dir: str | os.PathLike | None = None,
             progress: bool = True, *, executor: str = "serial", workers: int | None = None,
-            address: str | None = None, threads: int | None = None) -> list[RunResult]:
+            address: str | None = None, threads: int | None = None, verbose: bool = False) -> list[RunResult]:
     """Run every config not yet in the store and return all results, in order.
 
     ``executor="serial"`` trains them here one after another; ``"local"`` (``workers`` processes on
     this machine; ``workers > 1`` alone means it) or ``"ray"`` (local Ray, or the cluster at
     ``address``) trains them side by side first (:func:`fedlib.executor.execute`), then serves
-    every result from the store. A run that fails on a worker raises here, after all the others
-    have finished."""
+    every result from the store (``verbose``: a line per run the executor finishes). A run that
+    fails on a worker raises here, after all the others have finished."""
     from tqdm.auto import tqdm
 
     from fedlib.resources import apply_thread_budget
@@ -62,7 +62,7 @@ def run_all(configs: Sequence[RunConfig], results_dir: str | os.PathLike | None 
     if executor == "serial" and workers is not None and workers > 1:
         executor = "local"
     if executor != "serial" and not render_only():
-        _execute(configs, results_dir, progress, executor, workers, address, threads)
+        _execute(configs, results_dir, progress, executor, workers, address, threads, verbose)
     todo = _count(configs, results_dir)
     if progress and todo["to_run"]:
         print(f"{todo['runs']} runs, {todo['stored']} already stored, {todo['to_run']} to run")
@@ -80,12 +80,12 @@ def run_all(configs: Sequence[RunConfig], results_dir: str | os.PathLike | None 
 
 
 def _execute(configs: Sequence[RunConfig], results_dir, progress: bool, executor: str, workers: int | None,
-             address: str | None, threads: int | None) -> None:
+             address: str | None, threads: int | None, verbose: bool = False) -> None:
     """Train the configs the store lacks on ``executor``; one FedlibError naming the failures."""
     from fedlib.executor import FAILED, execute
 
     outcomes = execute(configs, executor=executor, workers=workers, threads=threads, results_dir=results_dir,
-                       address=address, progress=progress)
+                       address=address, progress=progress, verbose=verbose)
     failed = [o for o in outcomes if o.status == FAILED]
     if failed:
         first = failed[0]
@@ -107,7 +107,8 @@ def run_flags(result: RunResult) -> dict[str, bool]:
 
 
 def results_frame(results: Iterable[RunResult]) -> pd.DataFrame:
-    """One row per run: the config fields that vary, accuracies (in %), the worst class.
+    """One row per run: the config fields that vary, accuracies (in %), the round of the best
+    accuracy (counted from 1, as :func:`curves_frame` and the CLI count), the worst class.
 
     A diverged or not-run run's accuracies are NaN; its worst class is :data:`DIVERGED` or None.
     """
@@ -124,7 +125,7 @@ def results_frame(results: Iterable[RunResult]) -> pd.DataFrame:
             "hash": result.config.hash(),
             "final_accuracy": 100 * result.final_accuracy,
             "best_accuracy": 100 * result.best_accuracy,
-            "best_round": result.summary.get("best_round"),
+            "best_round": _counted_from_one(result.summary.get("best_round")),
             "max_class_accuracy": 100 * float(class_acc.max()),
             "mean_class_accuracy": 100 * float(class_acc.mean()),
             "min_class_accuracy": 100 * float(class_acc.min()),
@@ -138,6 +139,11 @@ def results_frame(results: Iterable[RunResult]) -> pd.DataFrame:
                 row[key] = float("nan")
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+def _counted_from_one(stored_round: int | None) -> int | None:
+    """A round as people count it: the store numbers rounds from 0."""
+    return stored_round + 1 if isinstance(stored_round, int) else None
 
 
 def curves_frame(results: Iterable[RunResult], key: str = "accuracy") -> pd.DataFrame:

@@ -210,6 +210,7 @@ def apply_profile(stem: str, namespace: dict) -> dict:
     changed, what was passed and where outputs go, and shows fedlib's errors as one line.
     """
     _one_line_errors(_shell())
+    _two_decimals()
     root = find_root(stem)
     names = list(cell_defaults(root / "notebooks" / f"{stem}.ipynb"))
     values = {name: namespace[name] for name in names if name in namespace}
@@ -226,6 +227,14 @@ def apply_profile(stem: str, namespace: dict) -> dict:
     namespace.update(resolved)
     print(describe(stem, values, resolved, passed, root))
     return resolved
+
+
+def _two_decimals() -> None:
+    """Data frames shown in a notebook print two decimals (percentages to 0.01); the saved tables
+    keep their own digits."""
+    import pandas as pd
+
+    pd.set_option("display.precision", 2)
 
 
 def describe(stem: str, before: dict, resolved: dict, passed: set[str], root: Path) -> str:

@@ -166,8 +166,15 @@ def _axes(ax=None, figsize=(5.0, 3.4)):
     return ax
 
 
+class SavedFiles(list):
+    """The paths a save wrote; a notebook cell ending in a save shows them as one plain line."""
+
+    def __repr__(self) -> str:
+        return "saved " + ", ".join(str(path) for path in self)
+
+
 def save_figure(fig, name: str, figures_dir: str | Path = "figures", *, profile: str | None = None,
-                runs: Sequence = (), stamp: str | None = None) -> list[Path]:
+                runs: Sequence = (), stamp: str | None = None) -> SavedFiles:
     """Save ``fig`` as ``<figures_dir>/<name>.png`` and ``.pdf``; returns both paths (relative to
     the working folder inside the repository: :func:`fedlib.notebook.shown_path`).
 
@@ -182,7 +189,7 @@ def save_figure(fig, name: str, figures_dir: str | Path = "figures", *, profile:
     paths = [folder / f"{name}.png", folder / f"{name}.pdf"]
     for path in paths:
         fig.savefig(path, bbox_inches="tight")  # tight: the stamp and outside legends are kept
-    return [shown_path(path) for path in paths]
+    return SavedFiles(shown_path(path) for path in paths)
 
 
 # ---------------------------------------------------------------- legends that cover no data

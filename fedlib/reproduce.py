@@ -263,11 +263,12 @@ def execute_declared_runs(profile: str = "smoke", only: str | None = None, *, ex
                           notebooks_dir: str | os.PathLike | None = None,
                           profiles_dir: str | os.PathLike | None = None, device: str | None = None,
                           data_dir: str | os.PathLike | None = None, results_dir: str | os.PathLike | None = None,
-                          parameters: dict | None = None) -> list:
+                          parameters: dict | None = None, verbose: bool = False) -> list:
     """Train every run the selected notebooks declare in ``profile``, each distinct run once
     however many notebooks declare it, on ``executor`` (:func:`fedlib.executor.execute`: local
     worker processes or Ray), so the notebooks then render from the store. Runs whose dataset is
-    missing here are left to the notebooks (which skip them). Returns the outcomes."""
+    missing here are left to the notebooks (which skip them); ``verbose`` adds a line per finished
+    run. Returns the outcomes."""
     from fedlib.data import missing_dataset_message
     from fedlib.executor import execute
 
@@ -278,7 +279,8 @@ def execute_declared_runs(profile: str = "smoke", only: str | None = None, *, ex
         missing = sorted({cfg.dataset for cfg in runs} - {cfg.dataset for cfg in here})
         print(f"{len(runs) - len(here)} declared runs need data missing here ({', '.join(missing)}); "
               "the notebooks skip them", flush=True)
-    return execute(here, executor=executor, workers=workers, threads=threads, results_dir=store_dir, address=address)
+    return execute(here, executor=executor, workers=workers, threads=threads, results_dir=store_dir, address=address,
+                   verbose=verbose)
 
 
 def notebook_runs(profile: str = "smoke", only: str | None = None, *, notebooks_dir: str | os.PathLike | None = None,
@@ -711,13 +713,16 @@ def format_listing(notebooks_dir: Path, profiles_dir: Path, only: str | None = N
     return "\n".join(blocks)
 
 
+GREEK = {"alpha": "α", "beta": "β", "gamma": "γ", "lambda": "λ", "mu": "μ", "tau": "τ", "rho": "ρ", "sigma": "σ"}
+
+
 def _title(notebook: Path) -> str:
-    """The first markdown heading of ``notebook``, without its '#'."""
+    """The first markdown heading of ``notebook``, without its '#', its ``$\\mu$`` math as plain μ."""
     for cell in json.loads(notebook.read_text(encoding="utf-8")).get("cells", []):
         if cell["cell_type"] == "markdown":
             for line in "".join(cell["source"]).splitlines():
                 if line.startswith("#"):
-                    return line.lstrip("#").strip()
+                    return re.sub(r"\$\\(\w+)\$", lambda m: GREEK.get(m.group(1), m.group(0)), line.lstrip("#").strip())
     return "(no title)"
 
 
@@ -730,21 +735,42 @@ def _literal_parameters(notebook: Path) -> dict:
 
 
 def _profile_notes(path: Path) -> dict[str, str]:
-    """Profile name -> the comment on its line in the yaml (``quick:  # CPU, ~5 min``)."""
+    """Profile name -> the comment on its line in the yaml (``quick:  # CPU, ~5 min``), with the
+    comment-only lines that continue it right below."""
     if not path.exists():
         return {}
-    notes = {}
+    notes, last = {}, None
     for line in path.read_text().splitlines():
         match = re.match(r"([A-Za-z_][\w-]*):\s*#\s*(.*)$", line)
+        more = re.match(r"\s+#\s*(.*)$", line)
         if match:
-            notes[match.group(1)] = match.group(2).strip()
+            last = match.group(1)
+            notes[last] = match.group(2).strip()
+        elif more and last is not None:
+            notes[last] += " " + more.group(1).strip()
+        else:
+            last = None
     return notes
 
 
+def _dataset_names() -> tuple[str, ...]:
+    """fedlib.data.DATASETS, read from its source (the listing imports no torch)."""
+    tree = ast.parse((Path(__file__).parent / "data.py").read_text(encoding="utf-8"))
+    assignment = next(node for node in tree.body if isinstance(node, ast.Assign)
+                      and any(getattr(t, "id", None) == "DATASETS" for t in node.targets))
+    return tuple(ast.literal_eval(assignment.value))
+
+
+PER_DATASET_GRIDS = ("betas",)  # parameters whose keys are the datasets a notebook trains: {cifar100: [0.5], ...}
+
+
 def _datasets(value, key: str = "") -> list[str]:
-    """The dataset names in a notebook's parameters: strings held under a key naming a dataset."""
+    """The dataset names in a notebook's parameters: strings held under a key naming a dataset,
+    and the keys of a per-dataset grid (:data:`PER_DATASET_GRIDS`; lookup tables such as
+    ``models: {cifar10: cnn2, ...}`` name datasets a profile may not read, and do not count)."""
     if isinstance(value, dict):
-        found = [name for k, v in value.items() for name in _datasets(v, str(k))]
+        found = [str(k) for k in value if key in PER_DATASET_GRIDS and str(k) in _dataset_names()]
+        found += [name for k, v in value.items() for name in _datasets(v, str(k))]
     elif isinstance(value, (list, tuple)):
         found = [name for item in value for name in _datasets(item, key)]
     else:
@@ -846,7 +872,7 @@ def _execute_main(args: argparse.Namespace, notebooks_dir: Path, profiles_dir: P
     execute_declared_runs(args.profile, args.only, executor=executor, workers=args.workers, address=args.address,
                           threads=args.threads, notebooks_dir=notebooks_dir, profiles_dir=profiles_dir,
                           device=args.device, data_dir=args.data, results_dir=args.results,
-                          parameters=_parameters(args))
+                          parameters=_parameters(args), verbose=args.verbose)
 
 
 def _parameters(args: argparse.Namespace) -> dict | None:
@@ -896,6 +922,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except OSError as error:  # an unwritable --out, --results, ...: one line, not a traceback
         print(f"error: {error.strerror or error}: {error.filename or ''}".rstrip(": "), file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # Ctrl-C: finished runs are stored, the run in progress has its checkpoint
+        print("\ninterrupted: run the same command again to go on (stored runs are reused, an interrupted run "
+              "resumes from its last checkpoint)", file=sys.stderr)
+        return 130
     summary = format_summary(runs)
     print(summary if args.verbose else summary.splitlines()[-1])
     if runs:

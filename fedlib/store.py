@@ -41,6 +41,7 @@ import stat
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import uuid
 import warnings
@@ -55,9 +56,11 @@ from torch.utils._pytree import tree_flatten
 from fedlib.config import RunConfig, hash_with_unread_settings, unread_partition_defaults
 from fedlib.errors import FedlibError, one_line
 
-# a claim from another host counts as abandoned when its heartbeat (refreshed at every
-# checkpoint) is older than this
-STALE_CLAIM_SECONDS = 6 * 3600
+# a claim's heartbeat is refreshed by a background thread every HEARTBEAT_SECONDS while its holder
+# lives; a claim from another host counts as abandoned when its heartbeat is older than
+# STALE_CLAIM_SECONDS (on this host, when its process is gone)
+HEARTBEAT_SECONDS = 60
+STALE_CLAIM_SECONDS = 10 * 60
 CLAIM_FILE = "claim.json"
 CHECKPOINT_FILE = "checkpoint.pt"  # the resume checkpoint of a run in progress
 CLIENTS_DIR = "clients"  # its per-client files
@@ -513,6 +516,9 @@ class Claim:
         self.path = path
         self.token = uuid.uuid4().hex
         self.holder = {"host": socket.gethostname(), "pid": os.getpid(), "token": self.token}
+        self._lock = threading.Lock()  # one writer of the claim file at a time within this process
+        self._stop = threading.Event()
+        self._beating: threading.Thread | None = None
 
     def acquire(self) -> None:
         try:
@@ -522,6 +528,7 @@ class Claim:
                               f"{exc.strerror or exc}") from None
         for _ in range(3):
             if self._create():
+                self._start_beating()
                 return
             current = _read_claim(self.path)
             if current is not None and not _abandoned(current):
@@ -549,14 +556,33 @@ class Claim:
 
     def heartbeat(self) -> None:
         """Refresh the claim's time stamp; FedlibError when another process has taken it over."""
-        if not self.held():
-            raise FedlibError(f"lost the claim on run folder {self.path.parent} to another process; "
-                              "stopping without writing")
-        write_json(self.path, {**self.holder, "heartbeat": time.time()})
+        with self._lock:
+            if not self.held():
+                raise FedlibError(f"lost the claim on run folder {self.path.parent} to another process; "
+                                  "stopping without writing")
+            write_json(self.path, {**self.holder, "heartbeat": time.time()})
+
+    def _start_beating(self) -> None:
+        """Keep the claim fresh from a daemon thread, so that a live holder's claim never looks stale
+        to other hosts however long a round takes (the thread dies with the process)."""
+        self._beating = threading.Thread(target=self._beat_until_released, name=f"claim {self.path.parent.name}",
+                                         daemon=True)
+        self._beating.start()
+
+    def _beat_until_released(self) -> None:
+        while not self._stop.wait(HEARTBEAT_SECONDS):
+            try:
+                self.heartbeat()
+            except (FedlibError, OSError):
+                return  # taken over, or the store is unreachable: the writer's own heartbeat reports it
 
     def release(self) -> None:
-        if self.held():
-            self.path.unlink(missing_ok=True)
+        self._stop.set()
+        if self._beating is not None:
+            self._beating.join()
+        with self._lock:
+            if self.held():
+                self.path.unlink(missing_ok=True)
 
 
 def _read_claim(path: Path) -> dict | None:

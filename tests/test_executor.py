@@ -13,6 +13,7 @@ import subprocess
 import sys
 import threading
 import time
+import warnings
 
 import pytest
 import torch
@@ -246,12 +247,45 @@ def test_bad_executor_options_are_one_line(tmp_path):
         execute([tiny_config(DIGITS)], executor="local", address="auto", results_dir=tmp_path)
 
 
+@pytest.mark.parametrize("model, share", [("mlp", 0.25), ("lenet5", 0.25), ("cnn2", 0.25), ("simple_cnn", 0.25),
+                                          ("resnet18", 1.0), ("resnet50", 1.0), ("mobilenetv2", 1.0)])
+def test_small_models_share_a_gpu_and_large_ones_get_a_whole_card(model, share):
+    cfg = tiny_config(DIGITS, model=model, device="auto")
+    assert executor.ray_resources(cfg, 2, cluster_has_gpus=True) == {"num_cpus": 2, "num_gpus": share}
+
+
+def test_a_ray_task_is_submitted_with_the_resources_of_its_run():
+    asked = []
+
+    class Remote:  # stands in for the ray.remote function: records the options of each submission
+        def options(self, **kw):
+            asked.append(kw)
+            return self
+
+        def remote(self, *args):
+            return object()
+
+    pool = executor._RayPool.__new__(executor._RayPool)
+    pool.threads, pool.gpus, pool.task, pool.pending = 3, True, Remote(), {}  # a cluster with GPUs
+    for model in ("lenet5", "mobilenetv2"):
+        pool.submit(tiny_config(DIGITS, model=model, device="auto"))
+    assert [{k: kw[k] for k in ("num_cpus", "num_gpus")} for kw in asked] == [
+        {"num_cpus": 3, "num_gpus": 0.25}, {"num_cpus": 3, "num_gpus": 1.0}]
+
+
+def test_more_threads_than_cores_is_said_in_one_line(monkeypatch, tmp_path):
+    monkeypatch.setattr(executor.resources, "available_cores", lambda: 2)
+    with pytest.warns(RuntimeWarning, match="2 runs side by side x 2 threads each = 4 threads on 2 cores"):
+        executor._warn_oversubscribed(2, 2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        executor._warn_oversubscribed(2, 1)  # the default budget: cores / workers
+
+
 def test_ray_tasks_ask_for_a_gpu_share_sized_to_the_model():
     def resources(model, device="cpu", threads=1, cluster_has_gpus=True):
         return executor.ray_resources(tiny_config(DIGITS, model=model, device=device), threads, cluster_has_gpus)
 
-    assert resources("lenet5", "auto") == {"num_cpus": 1, "num_gpus": 0.25}
-    assert resources("resnet18", "auto", 2) == {"num_cpus": 2, "num_gpus": 1.0}
     assert resources("resnet18") == {"num_cpus": 1}
     assert resources("lenet5", threads=4, cluster_has_gpus=False) == {"num_cpus": 4}, "a CPU-only cluster"
 
@@ -321,3 +355,20 @@ def test_fedlib_sweep_refuses_a_bad_grid_in_one_line(tmp_path, capsys):
         assert cli.main(SWEEP + ["--results", str(tmp_path), "--grid", grid]) == 2
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and "--grid" in err, err
+
+
+# ---------------------------------------------------------------------- reproduce.sh on two workers
+@pytest.mark.slow
+def test_reproduce_trains_a_table_notebook_on_two_workers_then_renders_it_from_the_store(tmp_path, capsys):
+    store_dir = tmp_path / "store"
+    options = ["--profile", "smoke", "--only", "fedlmd_table5_combinations", "--results", str(store_dir),
+               "--out", str(tmp_path / "notebooks"), "--figures", str(tmp_path / "figures"),
+               "--tables", str(tmp_path / "tables")]
+    assert reproduce.main([*options, "--executor", "local", "--workers", "2"]) == 0
+    declared, _ = reproduce.notebook_runs("smoke", "fedlmd_table5_combinations", results_dir=str(store_dir),
+                                          progress=False)
+    assert len(declared) == 5 and all(store.is_stored(cfg, store_dir) for cfg in declared)
+    assert (tmp_path / "tables" / "fedlmd_table5_combinations.csv").exists()
+    assert (tmp_path / "notebooks" / "fedlmd_table5_combinations.ipynb").exists()
+    again = execute(declared, executor="local", workers=2, results_dir=store_dir, progress=False)
+    assert [o.status for o in again] == ["stored"] * 5, "the notebook trained nothing the executor had not"

@@ -57,9 +57,10 @@ def registered_kernel() -> dict:
 
 def committed_outputs(stem: str) -> list[str]:
     """The committed figures (PNG) and tables (Markdown) the indexes attribute to a notebook, as
-    paths relative to notebooks/."""
+    paths relative to notebooks/: the quick profile's (figures/, tables/) and the full-scale ones
+    (figures/paper/, tables/paper/)."""
     outputs = []
-    for folder, suffix in (("figures", ".png"), ("tables", ".md")):
+    for folder, suffix in (("figures", ".png"), ("tables", ".md"), ("figures/paper", ".png"), ("tables/paper", ".md")):
         index = json.loads((ROOT / folder / "index.json").read_text())
         outputs += [f"../{folder}/{Path(name).stem}{suffix}" for name, entry in index.items()
                     if entry["notebook"] == f"notebooks/{stem}.ipynb"]

@@ -57,6 +57,8 @@ def test_save_figure_stamps_below_everything_and_keeps_the_stamp_in_the_file(tmp
     height = {path.name: plt.imread(path).shape[0] for path in (plain_png, stamped_png)}
     assert height["stamped.png"] > height["plain.png"], "the saved file includes the stamp"
     assert pdf.stat().st_size > 0
+    shown = repr(plots.save_figure(fig, "again", tmp_path))  # what a cell ending in the save displays
+    assert shown == f"saved {tmp_path / 'again.png'}, {tmp_path / 'again.pdf'}" and "PosixPath" not in shown
 
 
 def test_a_second_save_replaces_the_stamp():

@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 
 from fedlib.errors import FedlibError
+from fedlib import reproduce
 from fedlib.reproduce import find_notebooks, format_summary, main, run_notebooks
 from tests.helpers import ROOT, declared
 
@@ -207,6 +208,11 @@ def test_list_reads_every_real_notebook_without_torch():
     listing = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert "getting_started: Getting started" in listing
     assert "  quick  fashion_mnist  # real Fashion-MNIST" in listing
+    assert "$" not in listing and "temperature τ" in listing, "titles' math reads as plain letters"
+    fig5 = listing.split("fedcsd_fig5_mask_filter:")[1].splitlines()[1:4]
+    assert [line.split("#")[0].split() for line in fig5] == [["smoke", "synthetic"], ["quick", "cifar10"],
+                                                             ["paper", "cifar100,", "femnist"]], "betas' datasets"
+    assert "except PKD: its 25 expert rounds" in listing, "a note continued on the next comment line is whole"
 
 
 def test_malformed_profiles_yaml_is_a_bad_option(repo: Path, capsys):
@@ -417,3 +423,13 @@ def test_parse_parameters_keeps_dates_and_none_as_text():
 
     parsed = parse_parameters([("tag", "2026-11-23"), ("augmentation", "none"), ("max_train_samples", "null")])
     assert parsed == {"tag": "2026-11-23", "augmentation": "none", "max_train_samples": None}
+
+
+def test_ctrl_c_is_one_line_saying_how_to_go_on(monkeypatch, capsys):
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(reproduce, "run_notebooks", interrupted)
+    assert reproduce.main(["--only", "getting_started"]) == 130
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and err.startswith("interrupted: run the same command again") and "Traceback" not in err

@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import time
 import warnings
 from pathlib import Path
 
@@ -357,6 +358,31 @@ def test_a_writer_that_lost_its_claim_stops_without_writing(tmp_path):
         with pytest.raises(FedlibError, match="lost the claim"):
             claim.heartbeat()
     assert json.loads((tmp_path / "run" / "claim.json").read_text())["token"] == "x"  # not released
+
+
+def test_a_held_claim_beats_on_its_own_and_stops_when_released(tmp_path, monkeypatch):
+    monkeypatch.setattr(store, "HEARTBEAT_SECONDS", 0.02)
+    record = store.RunRecord(tmp_path / "run")
+    path = tmp_path / "run" / "claim.json"
+    with record.claim() as claim:
+        first = json.loads(path.read_text())["heartbeat"]
+        deadline = time.time() + 10
+        while json.loads(path.read_text())["heartbeat"] == first and time.time() < deadline:
+            time.sleep(0.01)
+        assert json.loads(path.read_text())["heartbeat"] > first  # refreshed with no checkpoint written
+        assert claim._beating.is_alive()
+    assert not path.exists() and not claim._beating.is_alive()
+
+
+def test_the_heartbeat_thread_never_overwrites_a_claim_taken_over(tmp_path, monkeypatch):
+    monkeypatch.setattr(store, "HEARTBEAT_SECONDS", 0.02)
+    record = store.RunRecord(tmp_path / "run")
+    path = tmp_path / "run" / "claim.json"
+    with record.claim() as claim:
+        store.write_json(path, {"host": "elsewhere", "pid": 1, "token": "x", "heartbeat": 5.0})
+        claim._beating.join(timeout=10)
+        assert not claim._beating.is_alive()  # it saw the new holder and stopped
+        assert json.loads(path.read_text()) == {"host": "elsewhere", "pid": 1, "token": "x", "heartbeat": 5.0}
 
 
 # ---------------------------------------------------------------------- diverged runs are flagged

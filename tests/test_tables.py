@@ -290,3 +290,12 @@ def test_tables_mark_diverged_cells_instead_of_showing_a_number():
     _, _, text = tables.paper_layout(frame, "final_accuracy")
     assert text.loc["a"].tolist() == [tables.DIVERGED]
     assert "60" in text.loc["b"].iloc[0]
+
+
+def test_results_and_curves_frames_count_rounds_from_one_alike():
+    from fedlib import experiments
+
+    result = fake_result(BASE, [0.2, 0.6, 0.4, 0.5])  # best in the second round
+    frame, curves = experiments.results_frame([result]), experiments.curves_frame([result])
+    assert frame.loc[0, "best_round"] == 2
+    assert curves.loc[curves.accuracy.idxmax(), "round"] == frame.loc[0, "best_round"]
