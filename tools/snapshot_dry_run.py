@@ -41,6 +41,8 @@ def snapshot(profile: str, declared: dict | None = None) -> Path:
     expected = dry_run.seed_groups(declared, written)  # one row per group of seeds, as the dry run keeps them
     rows = pd.DataFrame([written[h] for h in expected if h in written], columns=list(dry_run.CSV_COLUMNS))
     rows = rows.fillna("").astype(str)
+    # each row's seeds as the profile declares them today (a row written before a seed was added keeps it)
+    rows["seeds"] = [" ".join(str(seed) for seed in expected[h][2]) for h in rows["hash"]]
     stale = len(written) - len(rows)
     target.mkdir(parents=True, exist_ok=True)
     rows.to_csv(target / names[0], index=False)
@@ -50,7 +52,7 @@ def snapshot(profile: str, declared: dict | None = None) -> Path:
     dropped = f" ({stale} rows of configs the profile no longer declares left out)" if stale else ""
     lines = [f"# Dry run of the `{profile}` profile", "",
              f"Snapshot of {datetime.date.today().isoformat()} on {platform.machine()} CPU: {len(rows)} of "
-             f"{len(expected)} rows so far{dropped}.", "",
+             f"{len(expected)} rows{' so far' if len(rows) < len(expected) else ''}{dropped}.", "",
              f"- {dry_run.summary_line(rows)}", f"- {partition_check.summary_line(partitions)}", ""]
     if len(errors):
         lines += ["Errors:", ""] + [f"- `{r.hash}` {r.method} on {r.dataset} ({r.notebooks}): {r.error}"
