@@ -2,6 +2,7 @@
 executing end to end in the smoke profile. With no notebooks yet, these parametrise to nothing."""
 
 import json
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -68,16 +69,28 @@ def test_papermill_describes_every_parameter(path: Path):
     assert not undocumented, f"add a trailing '# comment' to {undocumented}"
 
 
+def git_status() -> str | None:
+    """``git status --porcelain`` of the checkout (untracked files included); None outside git."""
+    try:
+        done = subprocess.run(["git", "status", "--porcelain", "--untracked-files=all"], cwd=ROOT,
+                              capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return done.stdout if done.returncode == 0 else None
+
+
 @pytest.mark.notebook
 @each_notebook
-def test_executes_in_smoke_profile(path: Path, tmp_path: Path):
+def test_executes_in_smoke_profile_and_leaves_the_checkout_as_it_was(path: Path, tmp_path: Path):
+    """Figures, tables and the executed copy go where a newcomer's run puts them (the ignored
+    output/smoke/); only the results store is a temporary one, so every run trains here."""
     pytest.importorskip("papermill")
-    [run] = run_notebooks(
-        "smoke", path.stem, notebooks_dir=ROOT / "notebooks", out_dir=tmp_path / "executed",
-        results_dir=tmp_path / "results", figures_dir=tmp_path / "figures",
-        tables_dir=tmp_path / "tables", kernel="python3", log_output=False,
-    )
+    before = git_status()
+    [run] = run_notebooks("smoke", path.stem, notebooks_dir=ROOT / "notebooks", results_dir=tmp_path / "results",
+                          kernel="python3", log_output=False)
     assert run.ok, f"{run.stem}: {run.note}; executed copy: {run.output_path}"
+    assert run.output_path.resolve().is_relative_to(ROOT / "output" / "smoke")
+    assert git_status() == before, "a smoke run changed or added files git sees"
     assert run.output_path.exists()
 
 
