@@ -8,6 +8,7 @@ results into a DataFrame with :func:`results_frame`; :mod:`fedlib.report` shows 
 from __future__ import annotations
 
 import itertools
+import numbers
 import os
 from typing import Any, Iterable, Sequence
 
@@ -143,7 +144,7 @@ def results_frame(results: Iterable[RunResult]) -> pd.DataFrame:
 
 def _counted_from_one(stored_round: int | None) -> int | None:
     """A round as people count it: the store numbers rounds from 0."""
-    return stored_round + 1 if isinstance(stored_round, int) else None
+    return int(stored_round) + 1 if isinstance(stored_round, numbers.Integral) else None
 
 
 def curves_frame(results: Iterable[RunResult], key: str = "accuracy") -> pd.DataFrame:

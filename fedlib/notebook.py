@@ -210,7 +210,7 @@ def apply_profile(stem: str, namespace: dict) -> dict:
     changed, what was passed and where outputs go, and shows fedlib's errors as one line.
     """
     _one_line_errors(_shell())
-    _two_decimals()
+    _readable_numbers(_shell())
     root = find_root(stem)
     names = list(cell_defaults(root / "notebooks" / f"{stem}.ipynb"))
     values = {name: namespace[name] for name in names if name in namespace}
@@ -229,12 +229,14 @@ def apply_profile(stem: str, namespace: dict) -> dict:
     return resolved
 
 
-def _two_decimals() -> None:
-    """Data frames shown in a notebook print two decimals (percentages to 0.01); the saved tables
-    keep their own digits."""
+def _readable_numbers(shell) -> None:
+    """In a kernel, data frames print three decimals (not pandas' six); the saved tables keep their
+    own digits. Outside one (a script, the tests) pandas is left as it is."""
+    if shell is None:
+        return
     import pandas as pd
 
-    pd.set_option("display.precision", 2)
+    pd.set_option("display.precision", 3)
 
 
 def describe(stem: str, before: dict, resolved: dict, passed: set[str], root: Path) -> str:

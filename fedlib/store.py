@@ -56,11 +56,13 @@ from torch.utils._pytree import tree_flatten
 from fedlib.config import RunConfig, hash_with_unread_settings, unread_partition_defaults
 from fedlib.errors import FedlibError, one_line
 
-# a claim's heartbeat is refreshed by a background thread every HEARTBEAT_SECONDS while its holder
-# lives; a claim from another host counts as abandoned when its heartbeat is older than
+# a claim's heartbeat (the claim file's modification time) is refreshed by a background thread every
+# HEARTBEAT_SECONDS while its holder lives and its run makes progress (a checkpoint within
+# HUNG_RUN_SECONDS); a claim from another host counts as abandoned when its heartbeat is older than
 # STALE_CLAIM_SECONDS (on this host, when its process is gone)
 HEARTBEAT_SECONDS = 60
 STALE_CLAIM_SECONDS = 10 * 60
+HUNG_RUN_SECONDS = 6 * 3600
 CLAIM_FILE = "claim.json"
 CHECKPOINT_FILE = "checkpoint.pt"  # the resume checkpoint of a run in progress
 CLIENTS_DIR = "clients"  # its per-client files
@@ -431,7 +433,8 @@ class RunRecord:
         the checkpoint (whose client files it keeps)."""
         keep = {name for name, _ in self._saved_clients.values()} if (self.folder / CHECKPOINT_FILE).exists() else set()
         clients = self.folder / CLIENTS_DIR
-        for path in list(self.folder.glob(".*.tmp")) + (list(clients.iterdir()) if clients.is_dir() else []):
+        partial = [path for path in self.folder.glob(".*.tmp") if not path.name.startswith(f".{CLAIM_FILE}.")]
+        for path in partial + (list(clients.iterdir()) if clients.is_dir() else []):
             if path.name not in keep:
                 path.unlink(missing_ok=True)
         if clients.is_dir() and not any(clients.iterdir()):
@@ -516,9 +519,10 @@ class Claim:
         self.path = path
         self.token = uuid.uuid4().hex
         self.holder = {"host": socket.gethostname(), "pid": os.getpid(), "token": self.token}
-        self._lock = threading.Lock()  # one writer of the claim file at a time within this process
+        self._lock = threading.Lock()  # one heartbeat at a time within this process
         self._stop = threading.Event()
         self._beating: threading.Thread | None = None
+        self._progress = time.time()  # the last checkpoint's heartbeat (or the claim itself)
 
     def acquire(self) -> None:
         try:
@@ -555,12 +559,19 @@ class Claim:
         return current is not None and current.get("token") == self.token
 
     def heartbeat(self) -> None:
-        """Refresh the claim's time stamp; FedlibError when another process has taken it over."""
+        """The run made progress (a checkpoint): refresh the claim; FedlibError when another process
+        has taken it over."""
+        self._touch()
+        self._progress = time.time()
+
+    def _touch(self) -> None:
+        """Set the claim file's modification time to now. The file is never rewritten, so a beat that
+        comes late, after another process took the claim over, cannot put this holder's name back."""
         with self._lock:
             if not self.held():
                 raise FedlibError(f"lost the claim on run folder {self.path.parent} to another process; "
                                   "stopping without writing")
-            write_json(self.path, {**self.holder, "heartbeat": time.time()})
+            os.utime(self.path)
 
     def _start_beating(self) -> None:
         """Keep the claim fresh from a daemon thread, so that a live holder's claim never looks stale
@@ -570,11 +581,18 @@ class Claim:
         self._beating.start()
 
     def _beat_until_released(self) -> None:
+        """Beat until released, taken over, or the run hangs (no checkpoint for HUNG_RUN_SECONDS: its
+        claim then goes stale and another worker may take the run over); a failed beat (a full disk, a
+        shared filesystem away for a moment) is tried again at the next one."""
         while not self._stop.wait(HEARTBEAT_SECONDS):
+            if time.time() - self._progress > HUNG_RUN_SECONDS:
+                return
             try:
-                self.heartbeat()
-            except (FedlibError, OSError):
-                return  # taken over, or the store is unreachable: the writer's own heartbeat reports it
+                self._touch()
+            except FedlibError:
+                return  # taken over: the writer's next checkpoint stops it
+            except OSError:
+                continue
 
     def release(self) -> None:
         self._stop.set()
@@ -586,13 +604,20 @@ class Claim:
 
 
 def _read_claim(path: Path) -> dict | None:
+    """The claim's holder; its ``heartbeat`` is the later of the time written at claiming and the
+    file's modification time (which the holder's beats refresh)."""
     try:
         value = json.loads(path.read_text())
+        touched = path.stat().st_mtime
     except FileNotFoundError:
         return None
     except (json.JSONDecodeError, UnicodeDecodeError, OSError):
         return {}  # unreadable: treated as abandoned
-    return value if isinstance(value, dict) else {}
+    if not isinstance(value, dict):
+        return {}
+    if isinstance(value.get("heartbeat"), (int, float)):
+        value["heartbeat"] = max(value["heartbeat"], touched)
+    return value
 
 
 def _abandoned(claim: dict) -> bool:

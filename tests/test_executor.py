@@ -176,8 +176,11 @@ def _dead_pid() -> int:
 
 
 def _claim(cfg: RunConfig, root, **holder) -> None:
+    """A claim file as a holder leaves it: its last beat is both the time written and the file's mtime."""
     path = store.run_dir(cfg, root) / store.CLAIM_FILE
-    path.write_text(json.dumps({"host": socket.gethostname(), "heartbeat": time.time(), "token": "x", **holder}))
+    claim = {"host": socket.gethostname(), "heartbeat": time.time(), "token": "x", **holder}
+    path.write_text(json.dumps(claim))
+    os.utime(path, (claim["heartbeat"], claim["heartbeat"]))
 
 
 def _partial(cfg: RunConfig, root, rounds: int, torch_threads) -> None:

@@ -1,6 +1,7 @@
 """Every notebook in notebooks/: stored clean, parameterised for papermill, with profiles, and
 executing end to end in the smoke profile. With no notebooks yet, these parametrise to nothing."""
 
+import hashlib
 import json
 import subprocess
 from pathlib import Path
@@ -69,14 +70,22 @@ def test_papermill_describes_every_parameter(path: Path):
     assert not undocumented, f"add a trailing '# comment' to {undocumented}"
 
 
-def git_status() -> str | None:
-    """``git status --porcelain`` of the checkout (untracked files included); None outside git."""
+def git_status() -> dict[str, str] | None:
+    """What git sees changed in the checkout: path -> its ``git status --porcelain`` code and the
+    SHA-1 of its content (so a file already modified that changes again counts); None outside git."""
     try:
-        done = subprocess.run(["git", "status", "--porcelain", "--untracked-files=all"], cwd=ROOT,
-                              capture_output=True, text=True, timeout=60)
+        done = subprocess.run(["git", "status", "--porcelain", "--untracked-files=all", "-z"], cwd=ROOT,
+                              capture_output=True, timeout=60)
     except (OSError, subprocess.TimeoutExpired):
         return None
-    return done.stdout if done.returncode == 0 else None
+    if done.returncode != 0:
+        return None
+    status = {}
+    for entry in filter(None, done.stdout.decode().split("\0")):
+        code, name = entry[:2], entry[3:]
+        path = ROOT / name
+        status[name] = code + (hashlib.sha1(path.read_bytes()).hexdigest() if path.is_file() else "")
+    return status
 
 
 @pytest.mark.notebook

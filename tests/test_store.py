@@ -365,13 +365,44 @@ def test_a_held_claim_beats_on_its_own_and_stops_when_released(tmp_path, monkeyp
     record = store.RunRecord(tmp_path / "run")
     path = tmp_path / "run" / "claim.json"
     with record.claim() as claim:
-        first = json.loads(path.read_text())["heartbeat"]
+        written = path.read_text()
+        os.utime(path, (1.0, 1.0))  # as if the last beat were long ago
         deadline = time.time() + 10
-        while json.loads(path.read_text())["heartbeat"] == first and time.time() < deadline:
+        while path.stat().st_mtime == 1.0 and time.time() < deadline:
             time.sleep(0.01)
-        assert json.loads(path.read_text())["heartbeat"] > first  # refreshed with no checkpoint written
+        assert path.stat().st_mtime > time.time() - 60, "refreshed with no checkpoint written"
+        assert store.RunRecord(tmp_path / "run").in_progress() and path.read_text() == written  # touched only
         assert claim._beating.is_alive()
     assert not path.exists() and not claim._beating.is_alive()
+
+
+def test_another_hosts_claim_is_live_while_its_file_is_touched(tmp_path):
+    record = store.RunRecord(tmp_path / "run")
+    path = tmp_path / "run" / "claim.json"
+    claimed_at = time.time() - 3 * store.STALE_CLAIM_SECONDS  # claimed long ago ...
+    store.write_json(path, {"host": "elsewhere.example", "pid": 1, "token": "x", "heartbeat": claimed_at})
+    assert record.in_progress(), "... but beating: the file was touched just now"
+    os.utime(path, (claimed_at, claimed_at))
+    assert not record.in_progress(), "silent for longer than STALE_CLAIM_SECONDS"
+
+
+def test_a_hung_run_stops_beating_so_that_its_claim_can_go_stale(tmp_path, monkeypatch):
+    monkeypatch.setattr(store, "HEARTBEAT_SECONDS", 0.02)
+    monkeypatch.setattr(store, "HUNG_RUN_SECONDS", 0.1)  # no checkpoint for this long: hung
+    with store.RunRecord(tmp_path / "run").claim() as claim:
+        claim._beating.join(timeout=10)
+        assert not claim._beating.is_alive()
+
+
+def test_clearing_partial_writes_leaves_the_claims_own_files_alone(tmp_path):
+    record = store.RunRecord(tmp_path / "run")
+    with record.claim():
+        beat_in_flight = tmp_path / "run" / f".{store.CLAIM_FILE}.abc.tmp"
+        partial = tmp_path / "run" / ".summary.json.abc.tmp"
+        beat_in_flight.write_text("{}")
+        partial.write_text("{")
+        record.discard_partial_writes()
+        assert beat_in_flight.exists() and not partial.exists()
 
 
 def test_the_heartbeat_thread_never_overwrites_a_claim_taken_over(tmp_path, monkeypatch):
@@ -383,6 +414,8 @@ def test_the_heartbeat_thread_never_overwrites_a_claim_taken_over(tmp_path, monk
         claim._beating.join(timeout=10)
         assert not claim._beating.is_alive()  # it saw the new holder and stopped
         assert json.loads(path.read_text()) == {"host": "elsewhere", "pid": 1, "token": "x", "heartbeat": 5.0}
+        with pytest.raises(FedlibError, match="lost the claim"):
+            claim.heartbeat()  # the writer's next checkpoint stops it
 
 
 # ---------------------------------------------------------------------- diverged runs are flagged
