@@ -211,6 +211,7 @@ def apply_profile(stem: str, namespace: dict) -> dict:
     """
     _one_line_errors(_shell())
     _readable_numbers(_shell())
+    _short_warnings(_shell())
     root = find_root(stem)
     names = list(cell_defaults(root / "notebooks" / f"{stem}.ipynb"))
     values = {name: namespace[name] for name in names if name in namespace}
@@ -237,6 +238,21 @@ def _readable_numbers(shell) -> None:
     import pandas as pd
 
     pd.set_option("display.precision", 3)
+
+
+def _short_warnings(shell) -> None:
+    """In a kernel, a warning prints as ``RuntimeWarning: message``: without the file and line of
+    fedlib's source that raised it (a path on the machine that ran the notebook, in every
+    published copy). Outside a kernel Python's format is kept."""
+    if shell is None:
+        return
+    import warnings
+
+    warnings.formatwarning = _short_warning
+
+
+def _short_warning(message, category, filename, lineno, line=None) -> str:
+    return f"{category.__name__}: {message}\n"
 
 
 def describe(stem: str, before: dict, resolved: dict, passed: set[str], root: Path) -> str:

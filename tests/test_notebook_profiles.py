@@ -228,3 +228,25 @@ def test_a_smoke_run_leaves_the_checkout_as_it_was(tmp_path: Path):
     assert run.ok, run.note
     assert status() == before
     assert (REPO_ROOT / "output" / "smoke" / "figures" / "fedvls_fig3_partitions.png").exists()
+
+
+def test_in_a_kernel_warnings_name_no_source_path_and_frames_print_three_decimals(monkeypatch):
+    import warnings
+
+    import pandas as pd
+
+    from fedlib import notebook
+
+    monkeypatch.setattr(warnings, "formatwarning", warnings.formatwarning)  # restored after the test
+    precision = pd.get_option("display.precision")
+    notebook._short_warnings(None), notebook._readable_numbers(None)  # outside a kernel: nothing changes
+    assert "/fedlib/" in warnings.formatwarning("m", RuntimeWarning, "/x/fedlib/engine.py", 3)
+    assert pd.get_option("display.precision") == precision
+    try:
+        notebook._short_warnings(object()), notebook._readable_numbers(object())  # a kernel's shell
+        assert warnings.formatwarning("run diverged", RuntimeWarning, "/x/fedlib/engine.py", 3) == \
+            "RuntimeWarning: run diverged\n"
+        assert "59.444" in pd.DataFrame({"a": [59.4444449]}).to_string()
+        assert "59.4444449" not in pd.DataFrame({"a": [59.4444449]}).to_string()
+    finally:
+        pd.set_option("display.precision", precision)
