@@ -231,13 +231,19 @@ def apply_profile(stem: str, namespace: dict) -> dict:
 
 
 def _readable_numbers(shell) -> None:
-    """In a kernel, data frames print three decimals (not pandas' six); the saved tables keep their
-    own digits. Outside one (a script, the tests) pandas is left as it is."""
+    """In a kernel, the float columns of data frames print four significant digits (59.44, not
+    pandas' 59.444445; a weight of 0.001 stays 0.001, where a fixed count of decimals would show
+    0.000); the saved tables keep their own digits. Outside a kernel pandas is left as it is."""
     if shell is None:
         return
     import pandas as pd
 
-    pd.set_option("display.precision", 3)
+    pd.set_option("display.float_format", readable_float)
+
+
+def readable_float(value: float) -> str:
+    """``value`` to four significant digits, thousands separated from 1,000 on."""
+    return f"{value:,.0f}" if abs(value) >= 1000 else f"{value:.4g}"
 
 
 def _short_warnings(shell) -> None:

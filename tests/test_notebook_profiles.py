@@ -238,15 +238,15 @@ def test_in_a_kernel_warnings_name_no_source_path_and_frames_print_three_decimal
     from fedlib import notebook
 
     monkeypatch.setattr(warnings, "formatwarning", warnings.formatwarning)  # restored after the test
-    precision = pd.get_option("display.precision")
     notebook._short_warnings(None), notebook._readable_numbers(None)  # outside a kernel: nothing changes
     assert "/fedlib/" in warnings.formatwarning("m", RuntimeWarning, "/x/fedlib/engine.py", 3)
-    assert pd.get_option("display.precision") == precision
+    assert pd.get_option("display.float_format") is None
     try:
         notebook._short_warnings(object()), notebook._readable_numbers(object())  # a kernel's shell
         assert warnings.formatwarning("run diverged", RuntimeWarning, "/x/fedlib/engine.py", 3) == \
             "RuntimeWarning: run diverged\n"
-        assert "59.444" in pd.DataFrame({"a": [59.4444449]}).to_string()
-        assert "59.4444449" not in pd.DataFrame({"a": [59.4444449]}).to_string()
+        shown = pd.DataFrame({"acc": [59.4444449, 0.001, 86412.3, 1e-5]}).to_string()
+        assert shown.split()[1:] == ["0", "59.44", "1", "0.001", "2", "86,412", "3", "1e-05"]
+        assert "(0.001, 10.0)" in pd.DataFrame({"args": [(0.001, 10.0)]}).to_string(), "small values stay visible"
     finally:
-        pd.set_option("display.precision", precision)
+        pd.reset_option("display.float_format")
