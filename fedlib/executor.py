@@ -537,7 +537,9 @@ class _Board:
         parts.append(f"running {self.running}")
         if self.parked:
             parts.append(f"held elsewhere {self.parked}")
-        self.bar.set_postfix_str(", ".join(parts), refresh=False)
+        text = ", ".join(parts)
+        if text != getattr(self.bar, "postfix", None):  # redrawn when the counts change (a run given out shows at once)
+            self.bar.set_postfix_str(text, refresh=True)
 
     def close(self) -> None:
         self.bar.close()

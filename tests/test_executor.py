@@ -375,3 +375,13 @@ def test_reproduce_trains_a_table_notebook_on_two_workers_then_renders_it_from_t
     assert (tmp_path / "notebooks" / "fedlmd_table5_combinations.ipynb").exists()
     again = execute(declared, executor="local", workers=2, results_dir=store_dir, progress=False)
     assert [o.status for o in again] == ["stored"] * 5, "the notebook trained nothing the executor had not"
+
+
+def test_the_bar_shows_every_run_given_out_at_once(capsys):
+    board = executor._Board(total=3, stored=0, progress=True, verbose=False)
+    board.started(), board.started()
+    assert board.bar.postfix == "done 0, running 2"
+    board.stopped()
+    board.finished(executor.Outcome(tiny_config(DIGITS), "done"))
+    board.close()
+    assert "running 2" in capsys.readouterr().err, "drawn when given out, not at the next finished run"
