@@ -31,6 +31,7 @@ from __future__ import annotations
 import ast
 import json
 import os
+import re
 from pathlib import Path
 
 import yaml
@@ -199,6 +200,15 @@ def shown_path(path: str | os.PathLike) -> Path:
     if path.is_absolute() and path.resolve().is_relative_to(REPO_ROOT):
         return Path(os.path.relpath(path))
     return path
+
+
+GREEK = {"alpha": "α", "beta": "β", "gamma": "γ", "lambda": "λ", "mu": "μ", "tau": "τ", "rho": "ρ", "sigma": "σ"}
+
+
+def plain_math(text: str) -> str:
+    """``text`` with its one-letter math (``$\\mu$``) as plain Greek letters (μ), for places that
+    typeset no TeX: a terminal listing, an index page, a browser tab."""
+    return re.sub(r"\$\\(\w+)\$", lambda m: GREEK.get(m.group(1), m.group(0)), text)
 
 
 def apply_profile(stem: str, namespace: dict) -> dict:

@@ -41,7 +41,7 @@ if TYPE_CHECKING:
 
 from fedlib.errors import FedlibError, one_of
 from fedlib.notebook import (PUBLISH_ENV, REPO_ROOT, cell_defaults, check_unpublished, load_profiles, output_folder,
-                             repo_path)
+                             plain_math, repo_path)
 
 STANDARD_PROFILES = ("smoke", "quick", "paper")
 # Parameters the runner itself sets; every notebook's parameters cell declares them.
@@ -713,16 +713,13 @@ def format_listing(notebooks_dir: Path, profiles_dir: Path, only: str | None = N
     return "\n".join(blocks)
 
 
-GREEK = {"alpha": "α", "beta": "β", "gamma": "γ", "lambda": "λ", "mu": "μ", "tau": "τ", "rho": "ρ", "sigma": "σ"}
-
-
 def _title(notebook: Path) -> str:
     """The first markdown heading of ``notebook``, without its '#', its ``$\\mu$`` math as plain μ."""
     for cell in json.loads(notebook.read_text(encoding="utf-8")).get("cells", []):
         if cell["cell_type"] == "markdown":
             for line in "".join(cell["source"]).splitlines():
                 if line.startswith("#"):
-                    return re.sub(r"\$\\(\w+)\$", lambda m: GREEK.get(m.group(1), m.group(0)), line.lstrip("#").strip())
+                    return plain_math(line.lstrip("#").strip())
     return "(no title)"
 
 

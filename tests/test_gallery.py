@@ -153,3 +153,8 @@ def test_committed_gallery_is_self_contained():
 def test_committed_gallery_renders_in_chromium(tmp_path, capsys):
     assert check_gallery.main(["--out", str(tmp_path)]) == 0, capsys.readouterr().out
     assert (tmp_path / "index.png").is_file()
+
+
+def test_titles_read_as_plain_text_where_no_tex_is_typeset():
+    cell = {"cell_type": "markdown", "source": "# Figs. 3 and 4 — the weight $\\mu$, the temperature $\\tau$\n"}
+    assert build_gallery.notebook_title({"cells": [cell]}) == "Figs. 3 and 4 — the weight μ, the temperature τ"

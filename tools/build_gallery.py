@@ -41,6 +41,10 @@ import tempfile
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO_ROOT))
+
+from fedlib.notebook import plain_math  # noqa: E402
+
 DEFAULT_GALLERY = REPO_ROOT / "figures" / "gallery"
 NOTEBOOKS_DIR = REPO_ROOT / "notebooks"
 MATHJAX_VERSION = "3.2.2"
@@ -117,7 +121,7 @@ def notebook_title(nb: dict) -> str:
             continue
         for line in _source(cell).splitlines():
             if line.startswith("#"):
-                return line.lstrip("#").strip()
+                return plain_math(line.lstrip("#").strip())  # the index and the browser tab typeset no TeX
     return "(no title)"
 
 
