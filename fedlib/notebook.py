@@ -219,9 +219,10 @@ def apply_profile(stem: str, namespace: dict) -> dict:
     Call it in the cell right after the parameters cell. In a kernel it prints what the profile
     changed, what was passed and where outputs go, and shows fedlib's errors as one line.
     """
-    _one_line_errors(_shell())
-    _readable_numbers(_shell())
-    _short_warnings(_shell())
+    shell = _shell()
+    _one_line_errors(shell)
+    _readable_numbers(shell)
+    _short_warnings(shell)
     root = find_root(stem)
     names = list(cell_defaults(root / "notebooks" / f"{stem}.ipynb"))
     values = {name: namespace[name] for name in names if name in namespace}

@@ -20,6 +20,7 @@ import argparse
 import ast
 import datetime
 import fnmatch
+import functools
 import json
 import logging
 import os
@@ -750,8 +751,9 @@ def _profile_notes(path: Path) -> dict[str, str]:
     return notes
 
 
+@functools.cache
 def _dataset_names() -> tuple[str, ...]:
-    """fedlib.data.DATASETS, read from its source (the listing imports no torch)."""
+    """fedlib.data.DATASETS, read once from its source (the listing imports no torch)."""
     tree = ast.parse((Path(__file__).parent / "data.py").read_text(encoding="utf-8"))
     assignment = next(node for node in tree.body if isinstance(node, ast.Assign)
                       and any(getattr(t, "id", None) == "DATASETS" for t in node.targets))
