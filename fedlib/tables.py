@@ -58,6 +58,17 @@ def setting_label(cfg: RunConfig) -> str:
     return f"partition={cfg.partition}" + (f";{extra}" if extra else "")
 
 
+def setting_words(setting: str) -> str:
+    """A :func:`setting_label` for a reader: ``partition=dirichlet;beta=0.05`` -> ``Dir(β=0.05)``,
+    ``partition=shards;s=2`` -> ``shards, s=2``, ``partition=balanced`` -> ``balanced``; any other
+    field follows as ``key=value``."""
+    fields = dict(part.split("=", 1) for part in setting.split(";") if "=" in part)
+    partition = fields.pop("partition", "")
+    if partition == "dirichlet" and "beta" in fields:
+        partition = f"Dir(β={fields.pop('beta')})"
+    return ", ".join([partition] * bool(partition) + [f"{key}={value}" for key, value in fields.items()])
+
+
 def table_frame(results: Sequence[RunResult], labels: dict[str, str] | None = None) -> pd.DataFrame:
     """``experiments.results_frame`` plus ``setting`` and ``label`` columns.
 
@@ -336,13 +347,37 @@ SEED_COLUMNS = ("seeds_run", "seeds_declared", "seeds_diverged")  # compare_with
 
 
 def most_frequent(values: pd.Series) -> str:
-    """The most frequent of a cell's values over its seeds (e.g. the worst class); :data:`DIVERGED`
-    when one of its runs diverged (results_frame gives it that worst class), :data:`NOT_RUN` when
-    none of its runs is stored (render-only mode leaves their values empty)."""
+    """The most frequent of a cell's values over its seeds (e.g. the worst class), every one of them
+    joined by " / " when several are equally frequent (seeds 0-2 with three different worst classes
+    give all three); :data:`DIVERGED` when one of its runs diverged (results_frame gives it that worst
+    class), :data:`NOT_RUN` when none of its runs is stored (render-only mode leaves their values empty)."""
     if values.eq(DIVERGED).any():
         return DIVERGED
     present = values.dropna()
-    return present.mode().iloc[0] if len(present) else NOT_RUN
+    return " / ".join(map(str, present.mode())) if len(present) else NOT_RUN
+
+
+def leaders(values: pd.Series) -> list:
+    """Every label of ``values`` that holds its maximum, in the series' order (NaN ignored; [] when all
+    are NaN). Unlike ``idxmax``, a tie names every method in it, not the first one listed."""
+    present = values.dropna()
+    if present.empty:
+        return []
+    return list(present.index[np.isclose(present.to_numpy(dtype=float), present.max(), rtol=0, atol=1e-9)])
+
+
+def best_text(values: pd.Series, digits: int = 2, name=str) -> str:
+    """The best of ``values`` in words: "fedntd (24.20)", "fedavg, pkd tied (65.90)", "all 9 tied
+    (0.00)", or "-" when nothing has a value. ``name`` turns a label into the text shown."""
+    top = leaders(values)
+    if not top:
+        return "-"
+    value = f"({values[top[0]]:.{digits}f})"
+    if len(top) == 1:
+        return f"{name(top[0])} {value}"
+    if len(top) == values.notna().sum():
+        return f"all {len(top)} tied {value}"
+    return f"{', '.join(name(label) for label in top)} tied {value}"
 
 
 def paper_layout(frame: pd.DataFrame, value: str, index: str = "label",

@@ -275,6 +275,25 @@ def test_a_probe_takes_the_fastest_of_its_one_batch_clients_on_a_stand_in(monkey
     assert timing.images_per_round(big) == 0.1 * 10 * 50000
 
 
+def test_setting_words_reads_a_setting_label_in_words():
+    assert tables.setting_words("partition=dirichlet;beta=0.05") == "Dir(β=0.05)"
+    assert tables.setting_words("partition=shards;s=2") == "shards, s=2"
+    assert tables.setting_words("partition=balanced") == "balanced"
+
+
+def test_the_best_of_a_column_names_every_method_of_a_tie():
+    column = pd.Series({"fedavg": 65.9, "fedprox": 65.9, "fedntd": 60.8, "pkd": math.nan})
+    assert tables.leaders(column) == ["fedavg", "fedprox"]  # idxmax would say fedavg alone
+    assert tables.best_text(column) == "fedavg, fedprox tied (65.90)"
+    assert tables.best_text(column.drop("fedprox")) == "fedavg (65.90)"
+    assert tables.best_text(pd.Series({"a": 0.0, "b": 0.0, "c": 0.0})) == "all 3 tied (0.00)"
+    assert tables.best_text(pd.Series({"a": math.nan})) == "-" and tables.leaders(pd.Series(dtype=float)) == []
+    assert tables.best_text(column.drop("fedavg"), name=str.upper) == "FEDPROX (65.90)"
+
+
+def test_the_most_frequent_worst_class_names_every_class_of_a_tie():
+    assert tables.most_frequent(pd.Series(["Shirt", "Cat", "Shirt"])) == "Shirt"
+    assert tables.most_frequent(pd.Series(["Shirt", "Cat", "Dog"])) == "Cat / Dog / Shirt"  # no class is most frequent
 def test_a_cell_of_one_seed_shows_no_std_and_several_seeds_show_theirs():
     frame = pd.DataFrame({"label": ["a", "a", "b"], "dataset": ["d"] * 3, "setting": ["s"] * 3,
                           "value": [1.0, 3.0, 5.0]})
