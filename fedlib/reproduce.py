@@ -487,7 +487,9 @@ def publish_note(folder: Path, kind: str, index: dict) -> str:
     kinds = f"{kind}s"
     profiles = sorted({row["profile"] for row in index.values()})
     command = ["./reproduce.sh", f"--profile {profiles[0]}" if len(profiles) == 1 else "--profile PROFILE"]
-    if os.environ.get("FEDLIB_RENDER_ONLY", "") not in ("", "0"):  # reproduce --render-only published these
+    # a render-only publication regenerates from a clone only where the runs are committed: the reference
+    # store holds paper-profile runs; a quick-profile render needs the runs trained again, so say nothing
+    if os.environ.get("FEDLIB_RENDER_ONLY", "") not in ("", "0") and profiles == ["paper"]:
         command.append("--render-only")
     command += ["--publish", *_folder_options(Path(folder).resolve(), kinds)]
     how = f"`{' '.join(command)}`"

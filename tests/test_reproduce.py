@@ -315,6 +315,9 @@ def test_publish_note_for_a_subfolder_names_both_folders(monkeypatch):
     monkeypatch.setenv("FEDLIB_RENDER_ONLY", "1")
     note = publish_note(REPO_ROOT / "tables" / "paper", "table", {"a.csv": {"profile": "paper"}})
     assert "`./reproduce.sh --profile paper --render-only --publish --figures figures/paper --tables tables/paper`" in note
+    # a quick-profile render from the working store: a clone has none of its runs, so the note says train them
+    note = publish_note(REPO_ROOT / "tables", "table", {"a.csv": {"profile": "quick"}})
+    assert "`./reproduce.sh --profile quick --publish`" in note
     monkeypatch.delenv("FEDLIB_RENDER_ONLY")
     note = publish_note(REPO_ROOT / "figures", "figure", {"a.png": {"profile": "quick"}, "b.png": {"profile": "smoke"}})
     assert "`./reproduce.sh --profile PROFILE --publish` with each file's profile and parameters below" in note
