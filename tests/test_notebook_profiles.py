@@ -199,6 +199,39 @@ def test_papermill_jupyterlab_and_reproduce_run_with_the_same_parameters(probe_r
 
 
 @pytest.mark.notebook
+def test_papermill_jupyterlab_and_reproduce_draw_the_same_figure(tmp_path: Path):
+    """A real notebook run three ways, each training its runs into a store of its own, draws the same
+    PNG byte for byte (the stamp included): the paths differ in nothing but how they start the kernel."""
+    papermill = pytest.importorskip("papermill")
+    nbformat, nbclient = pytest.importorskip("nbformat"), pytest.importorskip("nbclient")
+    name = "fedvls_fig5_convergence"
+    notebook = REPO_ROOT / "notebooks" / f"{name}.ipynb"
+    figure = REPO_ROOT / "output" / "smoke" / "figures" / f"{name}.png"
+    drawn = {}
+
+    def keep(path_name: str) -> None:
+        assert figure.exists(), f"{path_name} drew no figure"
+        drawn[path_name] = figure.read_bytes()
+        figure.unlink()
+        assert any((tmp_path / path_name).glob("*/summary.json")), f"{path_name} trained nothing"
+
+    figure.unlink(missing_ok=True)
+    papermill.execute_notebook(str(notebook), str(tmp_path / "pm.ipynb"), kernel_name="python3", cwd=str(REPO_ROOT),
+                               parameters={"results_dir": str(tmp_path / "papermill")}, progress_bar=False)
+    keep("papermill")
+    [run] = run_notebooks("smoke", name, kernel="python3", log_output=False, out_dir=tmp_path / "executed",
+                          results_dir=tmp_path / "reproduce")
+    assert run.ok, run.note
+    keep("reproduce")
+    edited = nbformat.read(notebook, as_version=4)  # JupyterLab: edit the parameters cell, run all, in notebooks/
+    assert 'results_dir = "results"' in edited.cells[1].source
+    edited.cells[1].source = edited.cells[1].source.replace('results_dir = "results"',
+                                                            f"results_dir = {str(tmp_path / 'jupyterlab')!r}")
+    nbclient.NotebookClient(edited, kernel_name="python3", resources={"metadata": {"path": str(notebook.parent)}}
+                            ).execute()
+    keep("jupyterlab")
+    assert drawn["papermill"] == drawn["reproduce"] == drawn["jupyterlab"]
+@pytest.mark.notebook
 def test_a_passed_bad_list_fails_the_cell_in_one_line(probe_repo: Path, tmp_path: Path):
     papermill = pytest.importorskip("papermill")
     with pytest.raises(papermill.PapermillExecutionError) as error:
