@@ -311,11 +311,11 @@ def result_json(result) -> dict[str, Any]:
     return {
         "config": result.config.to_dict(),
         "config_hash": result.config.hash(),
-        "final_accuracy": result.final_accuracy,
-        "best_accuracy": result.best_accuracy,
+        "final_accuracy": result.summary["final_accuracy"],  # as measured, also for a diverged run (see "diverged")
+        "best_accuracy": result.summary["best_accuracy"],
         "best_round": result.summary.get("best_round"),
         "per_round": [{"round": r["round"], "accuracy": r["accuracy"]} for r in result.rounds if "accuracy" in r],
-        "class_accuracy": result.class_accuracy,
+        "class_accuracy": result.summary["class_accuracy"],
         "class_names": result.class_names,
         "store": str(result.folder) if result.folder else None,
         "diverged": bool(result.summary.get("diverged", False)),
@@ -353,12 +353,13 @@ def run_summary_lines(result) -> list[str]:
     best_at = f" (round {best_round + 1} of {cfg.rounds})" if isinstance(best_round, int) else ""
     lines = [f"{cfg.method} on {cfg.dataset} with {cfg.model}, {partition_label(cfg)}, {cfg.rounds} rounds, "
              f"seed {cfg.seed}",
-             f"final accuracy {percent(result.final_accuracy)}   best {percent(result.best_accuracy)}{best_at}"]
+             f"final accuracy {percent(summary['final_accuracy'])}   best {percent(summary['best_accuracy'])}{best_at}"]
     if summary.get("diverged"):
         lines.append("diverged: non-finite weights or test loss; these accuracies are not results")
     if names:
-        worst = min(range(len(names)), key=lambda c: result.class_accuracy[c])
-        lines.append(f"worst class: {names[worst]} {percent(result.class_accuracy[worst])}")
+        per_class = summary["class_accuracy"]  # as measured: the line above says when they are no result
+        worst = min(range(len(names)), key=lambda c: per_class[c])
+        lines.append(f"worst class: {names[worst]} {percent(per_class[worst])}")
     if result.folder:
         lines.append(f"stored in {result.folder} (fedlib show {cfg.hash()})")
     return lines

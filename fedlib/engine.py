@@ -181,16 +181,28 @@ class RunResult:
                                 "class_accuracy": [], "class_names": []})
 
     @property
+    def diverged(self) -> bool:
+        """Whether training stopped on non-finite weights or test loss (see :func:`run`)."""
+        return bool(self.summary.get("diverged", False))
+
+    # A diverged run's accuracies are no result (its model predicts one class, or nothing): the three
+    # properties read NaN for it, so that no figure or table takes them for numbers; ``summary`` keeps
+    # what the run measured, for the CLI's raw view.
+    @property
     def final_accuracy(self) -> float:
-        return self.summary["final_accuracy"]
+        """The final global model's test accuracy (a fraction); NaN for a diverged run."""
+        return math.nan if self.diverged else self.summary["final_accuracy"]
 
     @property
     def best_accuracy(self) -> float:
-        return self.summary["best_accuracy"]
+        """The best test accuracy over the evaluated rounds (a fraction); NaN for a diverged run."""
+        return math.nan if self.diverged else self.summary["best_accuracy"]
 
     @property
     def class_accuracy(self) -> list[float]:
-        return self.summary["class_accuracy"]
+        """The final global model's accuracy per class (fractions); all NaN for a diverged run."""
+        values = self.summary["class_accuracy"]
+        return [math.nan] * len(values) if self.diverged else values
 
     @property
     def class_names(self) -> list[str]:
@@ -562,7 +574,7 @@ def _warn_diverged(cfg: RunConfig, round_index: int, stored: bool = False) -> No
     import warnings
 
     what = "is a stored run that diverged" if stored else "diverged"
-    warnings.warn(f"run {cfg.hash()} ({cfg.method} on {cfg.dataset}) {what} in round {round_index}: "
+    warnings.warn(f"run {cfg.hash()} ({cfg.method} on {cfg.dataset}) {what} in round {round_index + 1}: "  # counted from 1
                   "non-finite weights or test loss; its accuracies are not results (diverged=true)",
                   RuntimeWarning, stacklevel=4)
 

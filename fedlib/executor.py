@@ -96,7 +96,7 @@ def train_one(config: dict, threads: int) -> dict:
     else:
         status = DIVERGED if result.summary.get("diverged") else DONE
     return {"status": status, "seconds": time.perf_counter() - started, "worker": worker,
-            "best_accuracy": result.best_accuracy, "notes": notes}
+            "best_accuracy": None if result.diverged else result.best_accuracy, "notes": notes}
 
 
 def _run_noting(cfg: RunConfig, notes: list[str]):

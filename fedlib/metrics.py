@@ -129,7 +129,11 @@ def tsne_embedding(features: np.ndarray, seed: int = 0, perplexity: float = 30.0
 
 
 def accuracy_spread(class_acc: np.ndarray) -> dict[str, float]:
-    """Max / mean / min class accuracy and the spread Delta_max = max - min (PKD's report)."""
+    """Max / mean / min class accuracy and the spread Delta_max = max - min (PKD's report); NaN
+    classes are ignored, and all NaN (a diverged run's accuracies) gives NaN and no worst class."""
     acc = np.asarray(class_acc, dtype=float)
+    if not np.isfinite(acc).any():
+        nan = float("nan")
+        return {"max": nan, "mean": nan, "min": nan, "spread": nan, "worst_class": None}
     return {"max": float(np.nanmax(acc)), "mean": float(np.nanmean(acc)), "min": float(np.nanmin(acc)),
             "spread": float(np.nanmax(acc) - np.nanmin(acc)), "worst_class": int(np.nanargmin(acc))}

@@ -86,7 +86,7 @@ def test_a_diverging_run_stops_and_is_stored_as_diverged(tmp_path, monkeypatch):
 
     monkeypatch.setattr(FedAvg, "loss", exploding_loss)
     cfg = tiny_config(rounds=3)
-    with pytest.warns(RuntimeWarning, match="diverged in round 0"):
+    with pytest.warns(RuntimeWarning, match="diverged in round 1:"):
         result = engine.run(cfg, results_dir=tmp_path, progress=False)
     assert result.summary["diverged"] is True and len(result.rounds) == 1
     assert store.RunRecord(tmp_path / cfg.hash()).read_summary()["diverged"] is True

@@ -167,6 +167,22 @@ def test_the_pkd_cost_tables_combined_frame_keeps_the_flags():
 
 
 # ---------------------------------------------------------------------- worst class
+def test_a_diverged_runs_accuracies_read_nan_wherever_a_notebook_takes_them():
+    """Notebooks read RunResult's accuracies directly (class-gap bars, spreads): a diverged run's
+    constant prediction (one class 100 %, the rest 0) must never reach them as numbers."""
+    from fedlib import metrics
+
+    [ok, broken] = seeds("fedavg", [[0.5, 0.9], [0.5, 0.9]], diverged=(1,))
+    assert not ok.diverged and ok.final_accuracy == 0.9 and ok.class_accuracy == [0.45, 0.9]
+    assert broken.diverged
+    assert math.isnan(broken.final_accuracy) and math.isnan(broken.best_accuracy)
+    assert len(broken.class_accuracy) == 2 and all(math.isnan(a) for a in broken.class_accuracy)
+    assert broken.summary["final_accuracy"] == 0.9  # what the run measured stays in the store's summary
+    spread = metrics.accuracy_spread(broken.class_accuracy)
+    assert math.isnan(spread["spread"]) and spread["worst_class"] is None
+    assert metrics.accuracy_spread([0.2, float("nan"), 0.9])["worst_class"] == 0
+
+
 def test_a_diverged_run_has_no_worst_class_and_its_cell_reads_diverged():
     frame = tables.table_frame(seeds("fedavg", [[0.5, 0.9]] * 3, diverged=(2,)))
     assert frame["worst_class"].tolist() == ["a", "a", tables.DIVERGED]

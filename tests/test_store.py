@@ -421,7 +421,7 @@ def test_the_heartbeat_thread_never_overwrites_a_claim_taken_over(tmp_path, monk
 # ---------------------------------------------------------------------- diverged runs are flagged
 def test_a_nan_loss_with_finite_weights_is_diverged_everywhere(tmp_path, capsys):
     cfg = exploding()
-    with pytest.warns(RuntimeWarning, match="diverged in round 0"):
+    with pytest.warns(RuntimeWarning, match="diverged in round 1:"):
         result = engine.run(cfg, results_dir=tmp_path, progress=False)
     assert result.summary["diverged"] is True and len(result.rounds) == 1
     with pytest.warns(RuntimeWarning, match="stored run that diverged"):
