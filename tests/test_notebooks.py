@@ -3,6 +3,7 @@ executing end to end in the smoke profile. With no notebooks yet, these parametr
 
 import hashlib
 import json
+import re
 import subprocess
 from pathlib import Path
 
@@ -44,6 +45,20 @@ def test_first_code_cell_is_the_only_parameters_cell(path: Path):
     assert tagged[0] is first_code, "the parameters cell must be the first code cell"
     missing = REQUIRED_PARAMETERS - declared_parameters(path)
     assert not missing, f"parameters cell lacks {sorted(missing)}"
+
+
+# how prose slipped a measured result in before: it named one run's output, then quoted its numbers
+DESCRIBES_A_RUN = re.compile(r"(?i)\b(in|from) the committed (quick|paper)[- ]profile|committed quick[- ]profile (figure|run|table)")
+
+
+@each_notebook
+def test_markdown_quotes_no_result_of_a_particular_run(path: Path):
+    """A measured number in prose goes stale when the runs are redone and is false in every other
+    profile: findings are printed by code from the run that rendered the notebook."""
+    for index, cell in enumerate(load_notebook(path)["cells"]):
+        text = "".join(cell["source"]) if cell["cell_type"] == "markdown" else ""
+        found = DESCRIBES_A_RUN.search(text)
+        assert not found, f"markdown cell {index} describes a committed run ({found.group(0)!r}): print it from code"
 
 
 @each_notebook
