@@ -688,7 +688,7 @@ def format_summary(runs: Sequence[NotebookRun]) -> str:
     lines += [format_run(run, width) for run in runs]
     failed = [run.stem for run in runs if run.failed]
     skipped = sum(run.status == "skipped" for run in runs)
-    skipped_note = f"; {skipped} skipped: their runs are not stored" if skipped else ""
+    skipped_note = f"; {skipped} skipped in render-only mode (the note says why)" if skipped else ""
     if failed:
         lines.append(f"{len(failed)} of {len(runs)} notebooks failed: {', '.join(failed)}{skipped_note}")
     elif skipped:

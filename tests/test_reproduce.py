@@ -373,7 +373,7 @@ def test_a_skipped_notebook_is_counted_but_is_no_failure():
 
     runs = [NotebookRun("a", "ok", 1.0, Path("a.ipynb")),
             NotebookRun("b", "skipped", 0.0, Path("b.ipynb"), "render-only: no store holds any of its 2 runs")]
-    assert format_summary(runs).splitlines()[-1] == "1 of 2 notebooks ran; 1 skipped: their runs are not stored"
+    assert format_summary(runs).splitlines()[-1] == "1 of 2 notebooks ran; 1 skipped in render-only mode (the note says why)"
     assert not runs[1].failed and not runs[1].ok
 
 
