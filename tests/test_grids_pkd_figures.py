@@ -147,3 +147,20 @@ def test_pkd_paper_runs_keep_every_class_total_equal(tmp_path):
     assert {(cfg.dataset, cfg.partition) for cfg in split if cfg.global_balance} == {("mnist", "pathological"),
                                                                                      ("mnist", "dirichlet")}
     assert not any(cfg.global_balance for cfg in configs if cfg.partition not in ("pathological", "dirichlet"))
+
+
+def test_pkd_student_init_fresh_changes_only_pkd_runs_and_warm_keeps_every_hash(tmp_path):
+    params = notebook_parameters("pkd_table1_4_class_accuracy", "paper", tmp_path)
+    assert params["pkd_student_init"] == "warm"
+    warm = {(r.table, r.config.method, r.config.dataset, r.config.clients, r.config.seed): r.config
+            for r in pkd.table1_4_runs(params)}
+    fresh = {(r.table, r.config.method, r.config.dataset, r.config.clients, r.config.seed): r.config
+             for r in pkd.table1_4_runs({**params, "pkd_student_init": "fresh"})}
+    assert warm.keys() == fresh.keys()
+    for key, cfg in fresh.items():
+        if key[1] == "pkd":
+            assert cfg.method_args["student_init"] == "fresh" and differing_fields(cfg, warm[key]) == {"method_args"}
+        else:
+            assert cfg.hash() == warm[key].hash()
+    assert all("student_init" not in c.method_args for c in warm.values())  # the stored runs keep their hashes
+    assert warm[(1, "pkd", "fashion_mnist", 10, 0)].hash() == TABLE1_FMNIST_10_CLIENTS["pkd"]

@@ -43,6 +43,10 @@ def selected_configs(notebook: str, profile: str, where: dict[str, str], methods
     parameters = {**profiles[profile], **build_overrides(profile, "cpu", None, ROOT / "results", ROOT / "figures",
                                                          ROOT / "tables"), **overrides}
     configs = declared_configs(path, parameters) or []
+    unknown = sorted(key for key in where if configs and not hasattr(configs[0], key))
+    if unknown:
+        raise FedlibError(f"--where {', '.join(unknown)}: not a run field; use fields such as dataset, partition, "
+                          "beta, clients, model, method or seed")
     keep = []
     for cfg in configs:
         if methods and cfg.method not in methods:
@@ -125,8 +129,8 @@ def main(argv=None) -> int:
         folder = store.publish(store.RunRecord(result.folder), force=args.force)
         if args.commit:
             commit(folder, f"reference store: {cfg.method} {cfg.dataset} {cfg.partition} beta={cfg.beta} "
-                           f"seed={cfg.seed} ({args.notebook}, {args.profile} profile), best "
-                           f"{100 * result.best_accuracy:.2f} %")
+                           f"seed={cfg.seed} ({args.notebook}, {args.profile} profile), "
+                           + ("diverged" if result.diverged else f"best {100 * result.best_accuracy:.2f} %"))
     return 0
 
 

@@ -37,11 +37,18 @@ def loss_normalisation(p: Mapping) -> dict:
     return {} if chosen == {"normalise": "batch", "t_squared": False} else chosen
 
 
+def student_init(p: Mapping) -> dict:
+    """PKD's ``student_init`` from ``pkd_student_init`` (the KD stage from the warmed-up model, "warm",
+    or from the run's initial weights, "fresh"), given only where it is not the default "warm"."""
+    chosen = p.get("pkd_student_init", "warm")
+    return {} if chosen == "warm" else {"student_init": chosen}
+
+
 def pkd_args(p: Mapping, lam: float, **more) -> dict:
     """PKD's arguments: warm-up and expert rounds, temperature, ``lam``, the loss normalisation
-    (:func:`loss_normalisation`) and ``more``."""
+    (:func:`loss_normalisation`), the KD stage's start (:func:`student_init`) and ``more``."""
     return {"warmup_rounds": p["warmup_rounds"], "expert_rounds": p["expert_rounds"], "T": p["temperature"],
-            "lam": lam, **loss_normalisation(p), **more}
+            "lam": lam, **loss_normalisation(p), **student_init(p), **more}
 
 
 def _table_pkd_args(p: Mapping, dataset: str) -> dict:
