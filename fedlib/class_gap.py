@@ -57,7 +57,8 @@ def spread_rounds(result: Any) -> pd.DataFrame:
     per_class = class_accuracy_rounds(result)
     rows = [accuracy_spread(values) for values in per_class.to_numpy()]
     frame = pd.DataFrame(rows, index=per_class.index)
-    frame["worst_class"] = [per_class.columns[i] for i in frame["worst_class"]]
+    frame["worst_class"] = [None if pd.isna(i) else per_class.columns[int(i)]  # empty: a round with no number
+                            for i in frame["worst_class"]]
     return frame
 
 

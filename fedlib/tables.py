@@ -375,7 +375,7 @@ def best_text(values: pd.Series, digits: int = 2, name=str) -> str:
     value = f"({values[top[0]]:.{digits}f})"
     if len(top) == 1:
         return f"{name(top[0])} {value}"
-    if len(top) == values.notna().sum():
+    if len(top) == len(values):  # "all" only when every label has a value
         return f"all {len(top)} tied {value}"
     return f"{', '.join(name(label) for label in top)} tied {value}"
 

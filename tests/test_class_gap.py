@@ -36,6 +36,9 @@ def test_rounds_tables_follow_the_logged_class_accuracy():
     np.testing.assert_allclose(spread["mean"], [1.6 / 3, 0.6])
     with pytest.raises(FedlibError):
         class_gap.class_accuracy_rounds(fake_result([{"round": 0}]))
+    nan_round = rounds[:1] + [{"round": 1, "class_accuracy": [np.nan, np.nan, np.nan]}]  # a diverged run's last round
+    worst = class_gap.spread_rounds(fake_result(nan_round))["worst_class"]
+    assert worst.iloc[0] == "b" and worst.isna().iloc[1]  # no class is worst in a round with no number
 
 
 def test_expert_activation_names_groups_and_skips_warmup():

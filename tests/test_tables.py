@@ -288,6 +288,7 @@ def test_the_best_of_a_column_names_every_method_of_a_tie():
     assert tables.best_text(column.drop("fedprox")) == "fedavg (65.90)"
     assert tables.best_text(pd.Series({"a": 0.0, "b": 0.0, "c": 0.0})) == "all 3 tied (0.00)"
     assert tables.best_text(pd.Series({"a": math.nan})) == "-" and tables.leaders(pd.Series(dtype=float)) == []
+    assert tables.best_text(pd.Series({"a": 1.0, "b": 1.0, "c": math.nan})) == "a, b tied (1.00)"  # c has no value
     assert tables.best_text(column.drop("fedavg"), name=str.upper) == "FEDPROX (65.90)"
 
 
