@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Sequence
 
 import numpy as np
+import pandas as pd
 
 from fedlib.notebook import shown_path
 
@@ -115,7 +116,8 @@ def provenance(profile: str | None, runs: Sequence = ()) -> str:
     ``runs``: the RunConfigs (or RunResults, anything with ``.config``) behind the figure, e.g.
     ``"profile quick · CIFAR-10, 3,000 train / 1,000 test images · seed 0"``.
     """
-    configs = [getattr(run, "config", run) for run in runs]
+    configs = [getattr(run, "config", run) for run in runs  # a not-run placeholder is behind no figure
+               if not getattr(run, "summary", {}).get("not_run")]
     scales = dict.fromkeys(f"{display_name(c.dataset)}, {data_scale(c)}" for c in configs)
     parts = [f"profile {profile}" if profile else "", "; ".join(scales),
              _seeds_text([c.seed for c in configs]) if configs else ""]
@@ -262,29 +264,35 @@ def accuracy_curves(curves: dict[str, Sequence[float]], ax=None, rounds: Sequenc
 
 def curve_panels(results, key: str = "accuracy", ylabel: str = "test accuracy (%)", columns: int = 3):
     """One panel per (dataset, partition setting) of ``results`` that holds stored rounds, one
-    line per method: ``key`` against the round (runs without rounds, e.g. not run, are left out).
-    Titles and labels are in words; one legend below the panels. Returns the figure, or None
-    when no run has rounds."""
+    line per method: ``key`` against the round, the mean over its seeds with a band of one
+    standard deviation where it has several (a seed that stopped early, e.g. diverged, counts in
+    the rounds it has); runs without rounds (not run) are left out. Each method keeps its colour in
+    every panel; titles and labels are in words; one legend below the panels. Returns the figure,
+    or None when no run has rounds."""
     import matplotlib.pyplot as plt
 
     panels: dict[str, dict[str, list]] = {}
     for result in results:
         rows = [r for r in result.rounds if key in r]
-        if not rows:
-            continue
-        cfg = result.config
-        title = f"{display_name(cfg.dataset)}, {partition_label(cfg)}"
-        label = display_name(cfg.method) + ("" if cfg.seed == 0 else f" (seed {cfg.seed})")
-        panels.setdefault(title, {})[label] = ([r["round"] + 1 for r in rows], [r[key] for r in rows])
+        if rows:
+            title = f"{display_name(result.config.dataset)}, {partition_label(result.config)}"
+            curve = pd.Series([r[key] for r in rows], index=[r["round"] + 1 for r in rows])
+            panels.setdefault(title, {}).setdefault(result.config.method, []).append(curve)
     if not panels:
         return None
+    methods = list(dict.fromkeys(m for lines in panels.values() for m in lines))
     count = len(panels)
     width = min(columns, count)
-    height = -(-count // width)
-    fig, axes = plt.subplots(height, width, figsize=(4.6 * width, 3.4 * height), squeeze=False)
+    fig, axes = plt.subplots(-(-count // width), width, figsize=(4.6 * width, 3.4 * -(-count // width)), squeeze=False)
     for ax, (title, lines) in zip(axes.flat, panels.items()):
-        for label, (rounds, values) in lines.items():
-            ax.plot(rounds, 100 * np.asarray(values, dtype=float), label=label, lw=1.4)
+        for method, curves in lines.items():
+            seeds = pd.concat(curves, axis=1) * 100
+            mean, colour = seeds.mean(axis=1), f"C{methods.index(method) % 10}"
+            label = display_name(method) + (f" ({len(curves)} seeds)" if len(curves) > 1 else "")
+            ax.plot(mean.index, mean.values, label=label, color=colour, lw=1.4)
+            if len(curves) > 1:
+                spread = seeds.std(axis=1, ddof=0)
+                ax.fill_between(mean.index, mean - spread, mean + spread, color=colour, alpha=0.15, lw=0)
         ax.set_title(title)
         ax.set_xlabel("communication round")
         ax.set_ylabel(ylabel)

@@ -101,6 +101,27 @@ def test_curve_panels_titles_in_words():
     assert [t.get_text() for t in fig.legends[0].get_texts()] == ["FedAvg", "FedVLS"]
 
 
+
+def test_curve_panels_draw_one_line_per_method_over_its_seeds_in_one_colour_per_method():
+    def run(method, seed, beta, values):
+        cfg = RunConfig(dataset="mnist", method=method, partition="dirichlet", beta=beta, seed=seed)
+        return SimpleNamespace(config=cfg, rounds=[{"round": r, "accuracy": v} for r, v in enumerate(values)])
+
+    results = [run("fedavg", 0, 0.5, [0.2, 0.4]), run("fedavg", 1, 0.5, [0.4, 0.6]), run("fedvls", 0, 0.5, [0.1, 0.2]),
+               run("fedvls", 0, 0.1, [0.3, 0.3])]
+    fig = plots.curve_panels(results)
+    left, right = fig.axes[:2]
+    assert [line.get_label() for line in left.get_lines()] == ["FedAvg (2 seeds)", "FedVLS"]
+    assert list(left.get_lines()[0].get_ydata()) == pytest.approx([30.0, 50.0])  # the mean over the seeds
+    assert len(left.collections) == 1  # the band of the method with two seeds
+    assert right.get_lines()[0].get_color() == left.get_lines()[1].get_color()  # FedVLS in both panels
+
+
+def test_a_stamp_names_only_the_runs_behind_the_figure():
+    drawn = SimpleNamespace(config=RunConfig(dataset="mnist"), summary={})
+    placeholder = SimpleNamespace(config=RunConfig(dataset="cifar10"), summary={"not_run": True})
+    assert "CIFAR-10" not in plots.provenance("paper", [drawn, placeholder])
+
 # ------------------------------------------------------------------ legends and shadings
 def test_default_legends_sit_outside_the_axes():
     ax = plots.accuracy_curves({"fedavg": [0.1, 0.9], "fedprox": [0.9, 0.1]})
