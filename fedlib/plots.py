@@ -283,7 +283,8 @@ def curve_panels(results, key: str = "accuracy", ylabel: str = "test accuracy (%
     methods = list(dict.fromkeys(m for lines in panels.values() for m in lines))
     count = len(panels)
     width = min(columns, count)
-    fig, axes = plt.subplots(-(-count // width), width, figsize=(4.6 * width, 3.4 * -(-count // width)), squeeze=False)
+    height = -(-count // width)
+    fig, axes = plt.subplots(height, width, figsize=(4.6 * width, 3.4 * height), squeeze=False)
     for ax, (title, lines) in zip(axes.flat, panels.items()):
         for method, curves in lines.items():
             seeds = pd.concat(curves, axis=1) * 100
