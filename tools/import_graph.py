@@ -33,7 +33,7 @@ OTHER_LAYERS = [
     ("grids", {"fedlib.grids.*"}, "cost estimates"),
     ("notebook-facing", {"fedlib.notebook", "fedlib.report", "fedlib.tables", "fedlib.plots",
                          "fedlib.paper_numbers"}, "grids"),
-    ("analyses", {"fedlib.class_gap", "fedlib.drift", "fedlib.local_update", "fedlib.prediction_stats"},
+    ("analyses", {"fedlib.class_gap", "fedlib.drift", "fedlib.local_update", "fedlib.pkd_readings", "fedlib.prediction_stats"},
      "notebook-facing"),
     ("reproduce.sh", {"fedlib.plan", "fedlib.partition_check", "fedlib.reproduce"}, "analyses"),
     ("command line", {"fedlib.cli", "fedlib.__main__", "fedlib.listing", "fedlib.export"}, "reproduce.sh"),

@@ -36,6 +36,7 @@ GRIDS: dict[str, Grid] = {
     "fedvls_table3_backbones": fedvls.table3_backbones,
     "fedvls_table5_6_7_ablation": fedvls.table5_6_7_ablation,
     "pkd_pilot_loss_normalisation": pkd.pilot_loss_normalisation,
+    "pkd_kd_stage_readings": pkd.kd_stage_readings,
     "pkd_table1_4_class_accuracy": pkd.table1_4_class_accuracy,
     "pkd_table5_femnist": pkd.table5_femnist,
     "pkd_table6_7_baselines": pkd.table6_7_baselines,

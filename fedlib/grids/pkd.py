@@ -259,3 +259,46 @@ def fig11_runs(p: Mapping) -> dict[str, RunConfig]:
 def fig11_expert_activation(p: Mapping) -> list[RunConfig]:
     """Fig. 11 (how often PKD's experts fire): the runs of :func:`fig11_runs`."""
     return list(fig11_runs(p).values())
+
+
+# ---------------------------------------------------------------------- the KD-stage readings
+READINGS = {  # label -> PKD arguments over the shared ones; "warm batch T^2" is the paper profiles' reading
+    "warm batch T^2": {"normalise": "batch", "t_squared": True},
+    "(a) fresh batch T^2": {"student_init": "fresh", "normalise": "batch", "t_squared": True},
+    "(b) fresh fired T^2": {"student_init": "fresh", "normalise": "fired", "t_squared": True},
+    "(c) warm fired T^2": {"normalise": "fired", "t_squared": True},
+}
+
+
+def readings_runs(p: Mapping) -> dict[tuple[str, int], RunConfig]:
+    """(label, seed) -> run of the KD-stage readings experiment: FedAvg and PKD under each reading
+    of ``readings`` at ``seed``, and FedAvg with each of ``confirm_readings`` at ``confirm_seed``.
+
+    The runs share PKD Table 1's setting (balanced clients, the pinned ``groups``). At the seed
+    ``table1_seed``, FedAvg and the "warm batch T^2" reading are PKD Table 1's stored runs
+    (``table1_rounds`` rounds; their first ``rounds`` rounds are what a ``rounds``-round run gives,
+    as nothing in either depends on the total), so they are not trained twice."""
+    base = run_config(p, "dataset", "model", "clients", "local_epochs", "batch_size", "lr", "momentum",
+                      "max_train_samples", "max_test_samples", partition="balanced", classes_per_client=1)
+    shared = pkd_args(p, p["lam"], groups=p["groups"])
+
+    def rounds_of(label: str, seed: int) -> int:
+        from_table1 = label in ("fedavg", "warm batch T^2") and seed == p["table1_seed"]
+        return p["table1_rounds"] if from_table1 and p["table1_rounds"] else p["rounds"]
+
+    def run(label: str, seed: int) -> RunConfig:
+        cfg = base.replace(rounds=rounds_of(label, seed), seed=seed)
+        if label == "fedavg":
+            return cfg.replace(method="fedavg")
+        args = {k: v for k, v in shared.items() if k not in ("normalise", "t_squared", "student_init")}
+        return cfg.replace(method="pkd", method_args={**args, **READINGS[label]})
+
+    wanted = [("fedavg", p["seed"])] + [(label, p["seed"]) for label in p["readings"]]
+    if p["confirm_readings"]:
+        wanted += [("fedavg", p["confirm_seed"])] + [(label, p["confirm_seed"]) for label in p["confirm_readings"]]
+    return {key: run(*key) for key in wanted}
+
+
+def kd_stage_readings(p: Mapping) -> list[RunConfig]:
+    """The runs of :func:`readings_runs`."""
+    return list(readings_runs(p).values())
