@@ -10,6 +10,7 @@ outside the axes (or below a row of panels: :func:`shared_legend`) so they never
 from __future__ import annotations
 
 import re
+from collections import Counter
 from pathlib import Path
 from typing import Sequence
 
@@ -19,6 +20,10 @@ import pandas as pd
 from fedlib.notebook import shown_path
 
 PALETTE = "colorblind"
+# One colour per method in a figure of several methods: hues told apart at a glance (no two
+# oranges) and never the grey that backgrounds and shadings use.
+DISTINCT_COLOURS = ("#0173b2", "#d55e00", "#029e73", "#cc78bc", "#56b4e9", "#000000", "#de8f05", "#8c564b",
+                    "#e6ab02", "#7570b3")
 
 # Identifiers (datasets, models, methods, partitions) as a reader writes them; one flat table,
 # since the four namespaces share no key. Unknown identifiers are shown unchanged.
@@ -119,8 +124,11 @@ def provenance(profile: str | None, runs: Sequence = ()) -> str:
     configs = [getattr(run, "config", run) for run in runs  # a not-run placeholder is behind no figure
                if not getattr(run, "summary", {}).get("not_run")]
     scales = dict.fromkeys(f"{display_name(c.dataset)}, {data_scale(c)}" for c in configs)
-    parts = [f"profile {profile}" if profile else "", "; ".join(scales),
-             _seeds_text([c.seed for c in configs]) if configs else ""]
+    per_cell = Counter(c.replace(seed=0).hash() for c in configs)
+    seeds = _seeds_text([c.seed for c in configs]) if configs else ""
+    if len(set(per_cell.values())) > 1:
+        seeds += f" ({min(per_cell.values())} to {max(per_cell.values())} per cell)"
+    parts = [f"profile {profile}" if profile else "", "; ".join(scales), seeds]
     return " · ".join(part for part in parts if part)
 
 
@@ -267,7 +275,8 @@ def curve_panels(results, key: str = "accuracy", ylabel: str = "test accuracy (%
     line per method: ``key`` against the round, the mean over its seeds with a band of one
     standard deviation where it has several (a seed that stopped early, e.g. diverged, counts in
     the rounds it has); runs without rounds (not run) are left out. Each method keeps its colour in
-    every panel; titles and labels are in words; one legend below the panels. Returns the figure,
+    every panel and has one legend entry; each panel's title says how many seeds each line
+    averages. Titles and labels are in words; one legend below the panels. Returns the figure,
     or None when no run has rounds."""
     import matplotlib.pyplot as plt
 
@@ -284,23 +293,41 @@ def curve_panels(results, key: str = "accuracy", ylabel: str = "test accuracy (%
     count = len(panels)
     width = min(columns, count)
     height = -(-count // width)
-    fig, axes = plt.subplots(height, width, figsize=(4.6 * width, 3.4 * height), squeeze=False)
+    fig, axes = plt.subplots(height, width, figsize=(4.6 * width, 3.6 * height), squeeze=False)
     for ax, (title, lines) in zip(axes.flat, panels.items()):
         for method, curves in lines.items():
             seeds = pd.concat(curves, axis=1) * 100
-            mean, colour = seeds.mean(axis=1), f"C{methods.index(method) % 10}"
-            label = display_name(method) + (f" ({len(curves)} seeds)" if len(curves) > 1 else "")
-            ax.plot(mean.index, mean.values, label=label, color=colour, lw=1.4)
+            mean, colour = seeds.mean(axis=1), method_colour(method, methods)
+            ax.plot(mean.index, mean.values, label=display_name(method), color=colour, lw=1.4)
             if len(curves) > 1:
                 spread = seeds.std(axis=1, ddof=0)
                 ax.fill_between(mean.index, mean - spread, mean + spread, color=colour, alpha=0.15, lw=0)
-        ax.set_title(title)
+        ax.set_title(f"{title}\n{seed_note({m: len(c) for m, c in lines.items()})}")
         ax.set_xlabel("communication round")
         ax.set_ylabel(ylabel)
     for ax in list(axes.flat)[count:]:
         ax.set_visible(False)
     shared_legend(fig)
     return fig
+
+
+def method_colour(method: str, methods: Sequence[str]) -> str:
+    """``method``'s colour among ``methods`` (the figure's, in order): one of :data:`DISTINCT_COLOURS`."""
+    return DISTINCT_COLOURS[list(methods).index(method) % len(DISTINCT_COLOURS)]
+
+
+def seed_note(counts: dict[str, int]) -> str:
+    """How many seeds each method's line averages, in few words: ``"3 seeds each"``, or the most
+    common count and the exceptions, ``"3 seeds; 1: FedProx, FedLC"``."""
+    common = Counter(counts.values()).most_common(1)[0][0]
+    plural = lambda n: f"{n} seed{'s' if n != 1 else ''}"  # noqa: E731
+    others = {}
+    for method, n in counts.items():
+        if n != common:
+            others.setdefault(n, []).append(display_name(method))
+    if not others:
+        return f"{plural(common)} each" if len(counts) > 1 else plural(common)
+    return "; ".join([plural(common), *(f"{n}: {', '.join(names)}" for n, names in sorted(others.items()))])
 
 
 # Shadings behind class-wise bars: a hatched grey and a pale yellow, told apart in colour, in
