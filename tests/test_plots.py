@@ -14,6 +14,7 @@ from matplotlib.colors import to_rgb  # noqa: E402
 
 from fedlib import algorithms, data, models, partition, plots  # noqa: E402
 from fedlib.config import RunConfig  # noqa: E402
+from fedlib.errors import FedlibError  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
@@ -172,3 +173,30 @@ def test_a_re_split_dataset_says_how_it_was_split():
     pooled = RunConfig(dataset="mnist", dataset_options={"split": "pooled_75_25"}, max_train_samples=2000)
     assert plots.data_scale(pooled) == "train + test pooled, 75/25 split, 2,000 train images"
     assert plots.data_scale(RunConfig(dataset="mnist")) == "full data"
+
+
+def _stored(method, seed, values, **fields):
+    cfg = RunConfig(dataset="mnist", method=method, seed=seed, partition="dirichlet", beta=0.5, **fields)
+    rounds = [{"round": r, "accuracy": v, "class_accuracy": [v, v / 2]} for r, v in enumerate(values)]
+    return SimpleNamespace(config=cfg, rounds=rounds)
+
+
+def test_table_curves_average_only_over_seeds_and_name_the_arguments_rows_differ_in():
+    results = [_stored("fedavg", 0, [0.2, 0.4]), _stored("fedavg", 1, [0.4, 0.6]),
+               _stored("fedvls", 0, [0.1, 0.2], method_args={"lam": 0.1}),
+               _stored("fedvls", 0, [0.3, 0.3], method_args={"lam": 0.5}),
+               _stored("fedavg", 0, [0.5, 0.5], model="mlp"), _stored("fedavg", 1, [0.7, 0.7], model="mlp"),
+               SimpleNamespace(config=RunConfig(dataset="mnist", method="fedprox"), rounds=[])]  # not run: left out
+    fig = plots.table_curves(results)
+    left, right = fig.axes[:2]
+    assert left.get_title() == "MNIST, Dir(β=0.5), LeNet-5\n1 seed; 2: FedAvg"  # two lam values are two rows
+    assert [line.get_label() for line in left.get_lines()] == ["FedAvg", "FedVLS (lam 0.1)", "FedVLS (lam 0.5)"]
+    assert list(left.get_lines()[0].get_ydata()) == pytest.approx([30.0, 50.0])
+    assert right.get_title() == "MNIST, Dir(β=0.5), MLP\n2 seeds"
+    assert right.get_lines()[0].get_color() == left.get_lines()[0].get_color()  # FedAvg's colour in both
+    worst = plots.table_curves(results[:2], metric="worst_class")
+    assert list(worst.axes[0].get_lines()[0].get_ydata()) == pytest.approx([15.0, 25.0])  # min(class accuracy)
+    assert worst.axes[0].get_ylabel() == "worst class accuracy (%)"
+    assert plots.table_curves(results[-1:]) is None
+    with pytest.raises(FedlibError, match="metric 'loss' is not one of accuracy, worst_class"):
+        plots.table_curves(results, metric="loss")
