@@ -52,7 +52,7 @@ DISPLAY_NAMES: dict[str, str] = {
     "pathological": "pathological", "balanced": "balanced", "natural": "natural (by writer or domain)",
     # augmentation presets
     "crop_flip": "crop + flip", "crop_flip_cutout": "crop + flip + Cutout", "reflect_crop_flip": "reflect crop + flip",
-    "crop_flip_autoaugment": "crop + flip + AutoAugment", "autoaugment": "AutoAugment", "none": "no augmentation",
+    "crop_flip_autoaugment": "crop + flip + AutoAugment", "autoaugment": "AutoAugment",
 }
 
 
@@ -338,11 +338,11 @@ def table_curves(results, metric: str = "accuracy", columns: int = 3):
     curves = [(cfg, curve) for cfg, curve in curves if curve is not None]
     if not curves:
         return None
-    configs = [cfg for cfg, _ in curves]
-    varying, arguments = _varying_fields(configs), _varying_arguments(configs)
+    varying = _varying_fields([cfg for cfg, _ in curves])
+    titled = [(_column_title(cfg, [f for f in varying if f not in ROW_FIELDS]), cfg, curve) for cfg, curve in curves]
+    arguments = _varying_arguments(titled)
     panels: dict[str, dict[str, list]] = {}
-    for cfg, curve in curves:
-        title = _column_title(cfg, [f for f in varying if f not in ROW_FIELDS])
+    for title, cfg, curve in titled:
         label = _row_label(cfg, "augmentation" in varying, arguments.get(cfg.method, ()))
         panels.setdefault(title, {}).setdefault(label, []).append((cfg.seed, curve))
     rows = list(dict.fromkeys(label for lines in panels.values() for label in lines))
@@ -398,13 +398,18 @@ def _column_title(cfg, fields: Sequence[str]) -> str:
     return ", ".join(parts)
 
 
-def _varying_arguments(configs) -> dict[str, list[str]]:
-    """Method -> the arguments whose value differs between that method's ``configs``."""
-    by_method: dict[str, list[dict]] = {}
-    for cfg in configs:
-        by_method.setdefault(cfg.method, []).append(cfg.resolved_method_args())
-    return {method: sorted(k for k in {k for a in args for k in a} if len({repr(a.get(k)) for a in args}) > 1)
-            for method, args in by_method.items()}
+def _varying_arguments(titled) -> dict[str, list[str]]:
+    """Method -> the arguments that tell two of its rows apart in one panel (``titled``: (panel
+    title, config, curve) triples); an argument that changes only from panel to panel, such as a
+    per-dataset default, names no row, so a method keeps one legend entry."""
+    by_panel: dict[tuple[str, str], list[dict]] = {}
+    for title, cfg, _ in titled:
+        by_panel.setdefault((title, cfg.method), []).append(cfg.resolved_method_args())
+    arguments: dict[str, set[str]] = {}
+    for (_, method), args in by_panel.items():
+        keys = {k for a in args for k in a if len({repr(b.get(k)) for b in args}) > 1}
+        arguments.setdefault(method, set()).update(keys)
+    return {method: sorted(keys) for method, keys in arguments.items()}
 
 
 def _row_label(cfg, augmentation: bool, arguments: Sequence[str]) -> str:

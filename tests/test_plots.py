@@ -200,3 +200,11 @@ def test_table_curves_average_only_over_seeds_and_name_the_arguments_rows_differ
     assert plots.table_curves(results[-1:]) is None
     with pytest.raises(FedlibError, match="metric 'loss' is not one of accuracy, worst_class"):
         plots.table_curves(results, metric="loss")
+
+
+def test_table_curves_give_a_method_one_entry_when_its_arguments_change_only_between_panels():
+    results = [_stored("pkd", 0, [0.2, 0.4], method_args={"groups": [[0, 1]]}),
+               _stored("pkd", 0, [0.3, 0.5], method_args={"groups": [[2, 3]]}, model="mlp")]
+    fig = plots.table_curves(results)
+    assert [t.get_text() for t in fig.legends[0].get_texts()] == ["PKD"]
+    assert fig.axes[0].get_lines()[0].get_color() == fig.axes[1].get_lines()[0].get_color()
