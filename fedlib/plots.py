@@ -364,7 +364,7 @@ def table_curves(results, metric: str = "accuracy", columns: int = 3):
         ax.set_ylabel(TABLE_METRICS[metric])
     for ax in list(axes.flat)[len(panels):]:
         ax.set_visible(False)
-    shared_legend(fig)
+    shared_legend(fig, ncol=max(1, min(len(rows), 6, 120 // max(len(label) for label in rows))))  # long labels: fewer columns
     return fig
 
 
