@@ -333,6 +333,8 @@ def describe(stem: str, cell: dict, resolved: dict, passed: set[str], kept: set[
         if name.endswith("_dir") and name not in passed and name not in from_profile:
             continue  # resolved against the repository: shown on the last line
         before, after = cell.get(name), resolved[name]
+        if name.endswith("_dir") and after not in (None, ""):
+            after = _shown(after, root)  # relative to the repository: no machine's path in a published notebook
         if name in kept and name in from_profile and _plain(from_profile[name]) != _plain(after):
             lines.append(f"{name}: {_value(after)} as you edited it (profile {profile} has {_value(from_profile[name])})")
         elif _plain(before) != _plain(after):

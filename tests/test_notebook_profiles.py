@@ -84,6 +84,9 @@ def test_every_override_is_printed_as_old_to_new_with_its_source():
         describe("getting_started", cell, kept, set(), {"rounds"}, REPO_ROOT).splitlines()
     passed = resolve_parameters("getting_started", cell, {"rounds": 2})
     assert "  rounds: 30 -> 2 (passed)" in describe("getting_started", cell, passed, {"rounds"}, set(), REPO_ROOT)
+    folder = resolve_parameters("getting_started", cell, {"figures_dir": "figures/paper"})
+    shown = describe("getting_started", cell, folder, {"figures_dir"}, set(), REPO_ROOT)
+    assert "  figures_dir: None -> figures/paper (passed)" in shown and str(REPO_ROOT) not in shown
 
 
 @each_notebook
