@@ -20,6 +20,8 @@ Runner options (passed through; default profile smoke):
   --only PATTERNS               comma-separated substrings or globs of notebook names
   --device DEV                  auto (default), cpu, cuda, cuda:1, ...
   --data DIR                    dataset folder (default: $FEDLIB_DATA or the cache)
+  --download                    let torchvision download missing datasets (MNIST, Fashion-MNIST,
+                                CIFAR-10/100); sets FEDLIB_DOWNLOAD=1 for the notebooks
   -p NAME VALUE                 set one notebook parameter, VALUE read as YAML (-p seeds '[0, 1]');
                                 repeatable; it wins over the profile
   --publish                     write the committed figures/ and tables/ and record in their
@@ -30,7 +32,8 @@ Runner options (passed through; default profile smoke):
   --plan                        the table notebooks' runs, how many are stored, estimated CPU- or
                                 GPU-hours on --device, runs whose data are missing here and why;
                                 run nothing but small cached probe rounds (seconds per image from
-                                stored runs, else the dry run's CSV, else probes on a stand-in).
+                                stored runs, else the dry run's CSV: output/dry_run/ or the one
+                                committed in benchmarks/dry_run/, else probes on a stand-in).
                                 --profile paper prints this plan before it starts.
   --dry-run                     one round of every distinct config the table notebooks declare, on
                                 a small slice of its data (a stand-in of the same shape where the

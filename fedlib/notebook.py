@@ -6,7 +6,8 @@ it calls::
     from fedlib.notebook import apply_profile
     apply_profile("getting_started", globals())
 
-which gives each parameter its value by this precedence, highest first:
+which gives each parameter its value. Under papermill and ``reproduce.sh`` the precedence is, highest
+first:
 
 1. a value passed explicitly: ``papermill ... -p NAME VALUE`` or ``./reproduce.sh -p NAME VALUE``;
 2. the value of the chosen ``profile`` in ``profiles/<notebook>.yaml``;
@@ -17,6 +18,12 @@ parameters cell) and ``./reproduce.sh --profile quick`` run the same settings; `
 runs the parameters cell as written. Papermill passes values as a cell of its own, right after the
 parameters cell and starting with ``# Parameters``; that cell, read back from the kernel's input
 history, is what tells a passed value from a default.
+
+In JupyterLab (no papermill cell) the cell a reader edits is the run they get: a value that differs
+from the one the notebook shipped with (recorded in the parameters cell's metadata under
+``fedlib_defaults``, which editing the cell's text leaves alone) is kept over the profile. Either way
+every value that ends up other than the cell says is printed before anything runs, one line each:
+``rounds: 3 -> 15 (profile quick)``.
 
 Folders (every parameter named ``*_dir``) resolve against the repository, wherever the caller
 stands. ``figures_dir`` and ``tables_dir`` left at None mean ``output/<profile>/figures`` and
@@ -42,6 +49,7 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 COMMITTED_FOLDERS = ("figures", "tables")  # written only when publishing
 PUBLISH_ENV = "FEDLIB_PUBLISH"  # set by ``reproduce.sh --publish`` for the kernels it starts
 PAPERMILL_CELL = "# Parameters"  # how papermill's injected cell starts
+DEFAULTS_KEY = "fedlib_defaults"  # the parameters cell's metadata: its values as the notebook shipped
 
 
 def find_root(stem: str) -> Path:
@@ -81,11 +89,44 @@ def profile_values(root: Path, stem: str, profile: str | None) -> dict:
 
 def cell_defaults(notebook: Path) -> dict:
     """Name -> literal value of every assignment in the notebook's cell tagged ``parameters``."""
+    return _assignments("".join(_parameters_cell(notebook)["source"]))
+
+
+def shipped_defaults(notebook: Path) -> dict:
+    """The parameters cell's values as the notebook shipped: its ``fedlib_defaults`` metadata
+    (``tools/stamp_defaults.py`` writes it), else, for a notebook without it, the cell as saved."""
+    cell = _parameters_cell(notebook)
+    stamped = cell.get("metadata", {}).get(DEFAULTS_KEY)
+    return dict(stamped) if isinstance(stamped, dict) else _assignments("".join(cell["source"]))
+
+
+def _parameters_cell(notebook: Path) -> dict:
+    """The notebook's first cell tagged ``parameters``, as JSON."""
     cells = json.loads(Path(notebook).read_text(encoding="utf-8")).get("cells", [])
     tagged = [c for c in cells if "parameters" in c.get("metadata", {}).get("tags", [])]
     if not tagged:
         raise FedlibError(f"{Path(notebook).name} has no code cell tagged 'parameters'")
-    return _assignments("".join(tagged[0]["source"]))
+    return tagged[0]
+
+
+def edited_names(values: dict, shipped: dict) -> set[str]:
+    """The parameters whose value in ``values`` differs from the one the notebook ``shipped`` with
+    (lists and tuples alike); ``profile`` is the selector, never an edit to keep."""
+    return {name for name, value in values.items()
+            if name != "profile" and name in shipped and _plain(value) != _plain(shipped[name])}
+
+
+def defaults_stamp(source: str) -> dict:
+    """The ``fedlib_defaults`` metadata of a parameters cell holding ``source``: its values as JSON."""
+    return {name: _plain(value) for name, value in _assignments(source).items()}
+
+
+def _plain(value):
+    """``value`` as JSON would store it (a tuple reads as a list), for comparing with the metadata."""
+    try:
+        return json.loads(json.dumps(value))
+    except (TypeError, ValueError):
+        return repr(value)
 
 
 def _assignments(source: str) -> dict:
@@ -136,9 +177,11 @@ def repo_path(path: str | os.PathLike, root: Path) -> Path:
     return (path if path.is_absolute() else Path(root) / path).resolve()
 
 
-def resolve_parameters(stem: str, values: dict, passed: dict, root: Path | None = None) -> dict:
+def resolve_parameters(stem: str, values: dict, passed: dict, root: Path | None = None,
+                       kept: set[str] | frozenset = frozenset()) -> dict:
     """The parameters notebook ``stem`` runs with: ``values`` (the parameters cell's), overridden by
-    the chosen profile's, overridden by ``passed``; folders made absolute against the repository.
+    the chosen profile's except for the names in ``kept`` (a reader's edits in JupyterLab),
+    overridden by ``passed``; folders made absolute against the repository.
 
     The profile is ``passed["profile"]`` if given, else ``values["profile"]``.
     """
@@ -151,6 +194,7 @@ def resolve_parameters(stem: str, values: dict, passed: dict, root: Path | None 
     if undeclared:
         raise FedlibError(f"profiles/{stem}.yaml ({profile}) sets {', '.join(undeclared)}, which the parameters "
                           f"cell of {stem} does not declare")
+    from_profile = {name: value for name, value in from_profile.items() if name not in kept}
     resolved = {**values, **from_profile, **passed}
     for name, value in resolved.items():
         if name.endswith("_dir") and value not in (None, ""):
@@ -213,18 +257,21 @@ def plain_math(text: str) -> str:
 
 def apply_profile(stem: str, namespace: dict) -> dict:
     """Give the parameters of notebook ``stem`` in ``namespace`` (the notebook's ``globals()``)
-    their values: passed > profile > parameters cell, folders resolved against the repository.
-    Returns them (name -> value), the notebook's ``params`` for its grid (:mod:`fedlib.grids`).
+    their values, folders resolved against the repository, and return them (name -> value), the
+    notebook's ``params`` for its grid (:mod:`fedlib.grids`).
 
-    Call it in the cell right after the parameters cell. In a kernel it prints what the profile
-    changed, what was passed and where outputs go, and shows fedlib's errors as one line.
+    Under papermill: passed > profile > parameters cell. In JupyterLab: the values a reader edited
+    in the parameters cell > profile > the cell's other values. Call it in the cell right after the
+    parameters cell. In a kernel it prints every value that differs from the cell, with what set
+    it, and where outputs go, and shows fedlib's errors as one line.
     """
     shell = _shell()
     _one_line_errors(shell)
     _readable_numbers(shell)
     _short_warnings(shell)
     root = find_root(stem)
-    names = list(cell_defaults(root / "notebooks" / f"{stem}.ipynb"))
+    notebook = root / "notebooks" / f"{stem}.ipynb"
+    names = list(cell_defaults(notebook))
     values = {name: namespace[name] for name in names if name in namespace}
     passed = passed_names(namespace)
     if passed is None:  # a script executing the cells set every parameter and answers for them
@@ -234,10 +281,12 @@ def apply_profile(stem: str, namespace: dict) -> dict:
     unknown = sorted(passed - set(names))
     if unknown:
         raise FedlibError(f"{stem} has no parameter {', '.join(unknown)}; its parameters: {', '.join(names)}")
-    resolved = resolve_parameters(stem, values, {name: values[name] for name in passed}, root)
+    kept = set() if passed else edited_names(values, shipped_defaults(notebook))
+    resolved = resolve_parameters(stem, values, {name: values[name] for name in passed}, root, kept=kept)
     check_unpublished(resolved, root)
     namespace.update(resolved)
-    print(describe(stem, values, resolved, passed, root))
+    cell = {**values, **{name: value for name, value in cell_defaults(notebook).items() if name in passed}}
+    print(describe(stem, cell, resolved, passed, kept, root))
     return resolved
 
 
@@ -272,20 +321,34 @@ def _short_warning(message, category, filename, lineno, line=None) -> str:
     return f"{category.__name__}: {message}\n"
 
 
-def describe(stem: str, before: dict, resolved: dict, passed: set[str], root: Path) -> str:
-    """What :func:`apply_profile` did, for the reader: the profile's changes, the passed names and
-    where outputs go."""
+def describe(stem: str, cell: dict, resolved: dict, passed: set[str], kept: set[str], root: Path) -> str:
+    """What :func:`apply_profile` did, for the reader: which profile, each value that differs from
+    the parameters ``cell`` as ``rounds: 3 -> 15 (profile quick)``, each edit kept over the profile,
+    and where outputs go."""
     profile = resolved.get("profile")
-    changed = [n for n in resolved if n not in passed and not n.endswith("_dir") and resolved[n] != before.get(n)]
-    source = f"profile {profile!r} (profiles/{stem}.yaml)" if profile else "no profile (profile = None)"
-    lines = [f"{source} sets {', '.join(changed)}" if changed else f"{source}: the parameters cell as written"]
-    if passed - {"profile"}:
-        lines.append(f"passed with -p, kept over the profile: {', '.join(sorted(passed - {'profile'}))}")
+    from_profile = profile_values(root, stem, profile)
+    source = f"profile {profile} (profiles/{stem}.yaml)" if profile else "no profile (profile = None)"
+    lines = []
+    for name in resolved:
+        if name.endswith("_dir") and name not in passed and name not in from_profile:
+            continue  # resolved against the repository: shown on the last line
+        before, after = cell.get(name), resolved[name]
+        if name.endswith("_dir") and after not in (None, ""):
+            after = _shown(after, root)  # relative to the repository: no machine's path in a published notebook
+        if name in kept and name in from_profile and _plain(from_profile[name]) != _plain(after):
+            lines.append(f"{name}: {_value(after)} as you edited it (profile {profile} has {_value(from_profile[name])})")
+        elif _plain(before) != _plain(after):
+            why = "passed" if name in passed else f"profile {profile}"
+            lines.append(f"{name}: {_value(before)} -> {_value(after)} ({why})")
+    head = f"{source}: the parameters cell as written" if not lines else f"{source}; differs from the parameters cell:"
     where = [f"{kind} -> {_shown(resolved[f'{kind}_dir'], root)}" for kind in ("figures", "tables", "results")
              if resolved.get(f"{kind}_dir")]
-    if where:
-        lines.append(", ".join(where))
-    return "\n".join(lines)
+    return "\n".join([head, *(f"  {line}" for line in lines), *([", ".join(where)] if where else [])])
+
+
+def _value(value) -> str:
+    """A parameter's value as the parameters cell would show it, strings without quotes."""
+    return value if isinstance(value, str) else repr(value)
 
 
 def _shown(path: str, root: Path) -> str:

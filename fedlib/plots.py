@@ -10,15 +10,21 @@ outside the axes (or below a row of panels: :func:`shared_legend`) so they never
 from __future__ import annotations
 
 import re
+from collections import Counter
 from pathlib import Path
 from typing import Sequence
 
 import numpy as np
 import pandas as pd
 
+from fedlib.errors import FedlibError
 from fedlib.notebook import shown_path
 
 PALETTE = "colorblind"
+# One colour per method in a figure of several methods: hues told apart at a glance (no two
+# oranges) and never the grey that backgrounds and shadings use.
+DISTINCT_COLOURS = ("#0173b2", "#d55e00", "#029e73", "#cc78bc", "#56b4e9", "#000000", "#e6ab02", "#8c564b",
+                    "#7570b3", "#999933")
 
 # Identifiers (datasets, models, methods, partitions) as a reader writes them; one flat table,
 # since the four namespaces share no key. Unknown identifiers are shown unchanged.
@@ -44,6 +50,9 @@ DISPLAY_NAMES: dict[str, str] = {
     # partitions
     "iid": "IID", "dirichlet": "Dirichlet", "shards": "shards", "quantity": "quantity skew",
     "pathological": "pathological", "balanced": "balanced", "natural": "natural (by writer or domain)",
+    # augmentation presets
+    "crop_flip": "crop + flip", "crop_flip_cutout": "crop + flip + Cutout", "reflect_crop_flip": "reflect crop + flip",
+    "crop_flip_autoaugment": "crop + flip + AutoAugment", "autoaugment": "AutoAugment",
 }
 
 
@@ -119,8 +128,11 @@ def provenance(profile: str | None, runs: Sequence = ()) -> str:
     configs = [getattr(run, "config", run) for run in runs  # a not-run placeholder is behind no figure
                if not getattr(run, "summary", {}).get("not_run")]
     scales = dict.fromkeys(f"{display_name(c.dataset)}, {data_scale(c)}" for c in configs)
-    parts = [f"profile {profile}" if profile else "", "; ".join(scales),
-             _seeds_text([c.seed for c in configs]) if configs else ""]
+    per_cell = Counter(c.replace(seed=0).hash() for c in configs)
+    seeds = _seeds_text([c.seed for c in configs]) if configs else ""
+    if len(set(per_cell.values())) > 1:
+        seeds += f" ({min(per_cell.values())} to {max(per_cell.values())} per cell)"
+    parts = [f"profile {profile}" if profile else "", "; ".join(scales), seeds]
     return " · ".join(part for part in parts if part)
 
 
@@ -267,7 +279,8 @@ def curve_panels(results, key: str = "accuracy", ylabel: str = "test accuracy (%
     line per method: ``key`` against the round, the mean over its seeds with a band of one
     standard deviation where it has several (a seed that stopped early, e.g. diverged, counts in
     the rounds it has); runs without rounds (not run) are left out. Each method keeps its colour in
-    every panel; titles and labels are in words; one legend below the panels. Returns the figure,
+    every panel and has one legend entry; each panel's title says how many seeds each line
+    averages. Titles and labels are in words; one legend below the panels. Returns the figure,
     or None when no run has rounds."""
     import matplotlib.pyplot as plt
 
@@ -284,23 +297,149 @@ def curve_panels(results, key: str = "accuracy", ylabel: str = "test accuracy (%
     count = len(panels)
     width = min(columns, count)
     height = -(-count // width)
-    fig, axes = plt.subplots(height, width, figsize=(4.6 * width, 3.4 * height), squeeze=False)
+    fig, axes = plt.subplots(height, width, figsize=(4.6 * width, 3.6 * height), squeeze=False)
     for ax, (title, lines) in zip(axes.flat, panels.items()):
         for method, curves in lines.items():
             seeds = pd.concat(curves, axis=1) * 100
-            mean, colour = seeds.mean(axis=1), f"C{methods.index(method) % 10}"
-            label = display_name(method) + (f" ({len(curves)} seeds)" if len(curves) > 1 else "")
-            ax.plot(mean.index, mean.values, label=label, color=colour, lw=1.4)
+            mean, colour = seeds.mean(axis=1), method_colour(method, methods)
+            ax.plot(mean.index, mean.values, label=display_name(method), color=colour, lw=1.4)
             if len(curves) > 1:
                 spread = seeds.std(axis=1, ddof=0)
                 ax.fill_between(mean.index, mean - spread, mean + spread, color=colour, alpha=0.15, lw=0)
-        ax.set_title(title)
+        ax.set_title(f"{title}\n{seed_note({m: len(c) for m, c in lines.items()})}")
         ax.set_xlabel("communication round")
         ax.set_ylabel(ylabel)
     for ax in list(axes.flat)[count:]:
         ax.set_visible(False)
     shared_legend(fig)
     return fig
+
+
+# What tells a table's rows apart (the rest of a config that varies tells its columns apart);
+# what never does (where a run happened, and its seed, which the lines average over).
+ROW_FIELDS = ("method", "method_args", "augmentation")
+UNCOMPARED_FIELDS = ("seed", "device", "data_dir", "results_dir", "download", "backend", "channels_last")
+TABLE_METRICS = {"accuracy": "test accuracy (%)", "worst_class": "worst class accuracy (%)"}
+
+
+def table_curves(results, metric: str = "accuracy", columns: int = 3):
+    """The runs behind a table, per round: one panel per column setting (every config field that
+    varies over ``results`` other than the row's method, its arguments and augmentation), one line
+    per row (mean over its seeds, band of one std), one colour per row in every panel; each panel's
+    title says how many seeds each line averages. ``metric``: ``"accuracy"`` or ``"worst_class"``
+    (the lowest class accuracy of each round). Runs without stored rounds are left out; returns
+    None when none has any."""
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
+
+    if metric not in TABLE_METRICS:
+        raise FedlibError(f"metric {metric!r} is not one of {', '.join(TABLE_METRICS)}")
+    curves = [(r.config, _metric_curve(r, metric)) for r in results]
+    curves = [(cfg, curve) for cfg, curve in curves if curve is not None]
+    if not curves:
+        return None
+    varying = _varying_fields([cfg for cfg, _ in curves])
+    titled = [(_column_title(cfg, [f for f in varying if f not in ROW_FIELDS]), cfg, curve) for cfg, curve in curves]
+    arguments = _varying_arguments(titled)
+    panels: dict[str, dict[str, list]] = {}
+    for title, cfg, curve in titled:
+        label = _row_label(cfg, "augmentation" in varying, arguments.get(cfg.method, ()))
+        panels.setdefault(title, {}).setdefault(label, []).append((cfg.seed, curve))
+    rows = list(dict.fromkeys(label for lines in panels.values() for label in lines))
+    width = min(columns, len(panels))
+    height = -(-len(panels) // width)
+    fig, axes = plt.subplots(height, width, figsize=(4.6 * width, 3.6 * height), squeeze=False)
+    for ax, (title, lines) in zip(axes.flat, panels.items()):
+        for label, seeds in lines.items():
+            frame = pd.concat([curve for _, curve in seeds], axis=1) * 100
+            mean, colour = frame.mean(axis=1), method_colour(label, rows)
+            ax.plot(mean.index, mean.values, label=label, color=colour, lw=1.4)
+            if len(seeds) > 1:
+                spread = frame.std(axis=1, ddof=0)
+                ax.fill_between(mean.index, mean - spread, mean + spread, color=colour, alpha=0.15, lw=0)
+        counts = {label: len({seed for seed, _ in seeds}) for label, seeds in lines.items()}
+        ax.set_title(f"{title}\n{seed_note(counts)}")
+        ax.set_xlabel("communication round")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.set_ylabel(TABLE_METRICS[metric])
+    for ax in list(axes.flat)[len(panels):]:
+        ax.set_visible(False)
+    shared_legend(fig, ncol=max(1, min(len(rows), 6, 120 // max(len(label) for label in rows))))  # long labels: fewer columns
+    return fig
+
+
+def _metric_curve(result, metric: str) -> pd.Series | None:
+    """``metric`` of ``result`` per round (rounds counted from 1), or None without stored rounds."""
+    rows = [r for r in getattr(result, "rounds", None) or []
+            if ("accuracy" in r if metric == "accuracy" else r.get("class_accuracy"))]
+    if not rows:
+        return None
+    values = [r["accuracy"] if metric == "accuracy" else min(r["class_accuracy"]) for r in rows]
+    return pd.Series(values, index=[r["round"] + 1 for r in rows])
+
+
+def _varying_fields(configs) -> list[str]:
+    """The config fields whose value differs between ``configs`` (seed and location fields aside)."""
+    records = [cfg.to_dict() for cfg in configs]
+    return [name for name in records[0] if name not in UNCOMPARED_FIELDS
+            and len({repr(record[name]) for record in records}) > 1]
+
+
+PARTITION_FIELDS = ("partition", "beta", "shards_per_client", "classes_per_client", "quantity_split")
+
+
+def _column_title(cfg, fields: Sequence[str]) -> str:
+    """A table column in words: the dataset and partition, then any other field that varies."""
+    parts = [display_name(cfg.dataset), partition_label(cfg)]
+    if "model" in fields:
+        parts.append(display_name(cfg.model))
+    parts += [f"{name.replace('_', ' ')} {getattr(cfg, name)}" for name in fields
+              if name not in ("dataset", "model", *PARTITION_FIELDS)]
+    return ", ".join(parts)
+
+
+def _varying_arguments(titled) -> dict[str, list[str]]:
+    """Method -> the arguments that tell two of its rows apart in one panel (``titled``: (panel
+    title, config, curve) triples); an argument that changes only from panel to panel, such as a
+    per-dataset default, names no row, so a method keeps one legend entry."""
+    by_panel: dict[tuple[str, str], list[dict]] = {}
+    for title, cfg, _ in titled:
+        by_panel.setdefault((title, cfg.method), []).append(cfg.resolved_method_args())
+    arguments: dict[str, set[str]] = {}
+    for (_, method), args in by_panel.items():
+        keys = {k for a in args for k in a if len({repr(b.get(k)) for b in args}) > 1}
+        arguments.setdefault(method, set()).update(keys)
+    return {method: sorted(keys) for method, keys in arguments.items()}
+
+
+def _row_label(cfg, augmentation: bool, arguments: Sequence[str]) -> str:
+    """A table row in words: the method, with the arguments (and augmentation) its rows differ in."""
+    label = display_name(cfg.method)
+    if arguments:
+        resolved = cfg.resolved_method_args()
+        label += " (" + ", ".join(f"{k} {resolved.get(k)}" for k in arguments) + ")"
+    if augmentation and cfg.augmentation != "auto":  # the dataset's default preset goes unnamed
+        label += f", {display_name(cfg.augmentation)}"
+    return label
+
+
+def method_colour(method: str, methods: Sequence[str]) -> str:
+    """``method``'s colour among ``methods`` (the figure's, in order): one of :data:`DISTINCT_COLOURS`."""
+    return DISTINCT_COLOURS[list(methods).index(method) % len(DISTINCT_COLOURS)]
+
+
+def seed_note(counts: dict[str, int]) -> str:
+    """How many seeds each method's line averages, in few words: ``"3 seeds each"``, or the most
+    common count and the exceptions, ``"3 seeds; 1: FedProx, FedLC"``."""
+    common = Counter(counts.values()).most_common(1)[0][0]
+    plural = lambda n: f"{n} seed{'s' if n != 1 else ''}"  # noqa: E731
+    others = {}
+    for method, n in counts.items():
+        if n != common:
+            others.setdefault(n, []).append(display_name(method))
+    if not others:
+        return f"{plural(common)} each" if len(counts) > 1 else plural(common)
+    return "; ".join([plural(common), *(f"{n}: {', '.join(names)}" for n, names in sorted(others.items()))])
 
 
 # Shadings behind class-wise bars: a hatched grey and a pale yellow, told apart in colour, in

@@ -106,14 +106,36 @@ def settings_frame(settings: Mapping[str, object]) -> pd.DataFrame:
 
 
 # ---------------------------------------------------------------------- showing and saving
+# Columns whose cells name a method, dataset, model or setting: shown in words in Markdown.
+NAMED_COLUMNS = ("method", "label", "dataset", "model", "setting")
+
+
 def markdown(frame: pd.DataFrame) -> str:
-    """``frame`` as a GitHub Markdown table (bold marks render; no 'tabulate' package needed)."""
+    """``frame`` as a GitHub Markdown table (bold marks render; no 'tabulate' package needed), its
+    identifiers in words: row names, column headers and the cells of :data:`NAMED_COLUMNS`
+    (``fedavg_kd`` -> ``FedAvg + KD``, ``partition=dirichlet;beta=0.05`` -> ``Dir(β=0.05)``). The
+    CSV beside it keeps the identifiers, for tools."""
     flat = frame.reset_index()
-    header = [str(c) if not isinstance(c, tuple) else " / ".join(map(str, c)) for c in flat.columns]
+    header = [words(c) if not isinstance(c, tuple) else " / ".join(map(words, c)) for c in flat.columns]
+    named = [str(c) in NAMED_COLUMNS or i < frame.index.nlevels for i, c in enumerate(flat.columns)]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for _, row in flat.iterrows():
-        lines.append("| " + " | ".join("" if pd.isna(v) else str(v) for v in row.tolist()) + " |")
+        cells = ("" if pd.isna(v) else words(v) if is_named else str(v) for v, is_named in zip(row.tolist(), named))
+        lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
+
+
+def words(identifier) -> str:
+    """An identifier of a table as a reader writes it: a setting such as
+    ``partition=dirichlet;beta=0.05`` as ``Dir(β=0.05)``, a method, dataset or model by its display
+    name; anything else unchanged."""
+    from fedlib.plots import display_name
+    from fedlib.tables import setting_words
+
+    text = str(identifier)
+    if "partition=" in text:
+        return setting_words(text)
+    return display_name(text)
 
 
 def show(frame: pd.DataFrame) -> None:

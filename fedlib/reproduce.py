@@ -224,9 +224,7 @@ def run_notebooks(
     if show_plan:
         from fedlib.plan import format_plan
 
-        dry_run_csv = default_dry_run_csv(root, profile)
-        frame = _plan(notebooks, profiles, overrides, dry_run_csv=dry_run_csv if dry_run_csv.exists() else None,
-                      root=root)
+        frame = _plan(notebooks, profiles, overrides, dry_run_csv=plan_dry_run_csv(root, profile), root=root)
         print(format_plan(frame, profile, device or "auto"), flush=True)
     all_stems = [nb.stem for nb in find_notebooks(notebooks[0].parent)] if notebooks else []
     runs = []
@@ -310,12 +308,12 @@ def plan_notebooks(profile: str = "paper", only: str | None = None, *, probe: bo
                    dry_run_csv: str | os.PathLike | None = None) -> "pd.DataFrame":
     """The plan of the selected notebooks in ``profile``, running nothing but probe rounds.
 
-    Seconds per image come from stored runs, then the dry run's CSV (default
-    ``output/dry_run/<profile>.csv`` when it exists), then cached probes."""
+    Seconds per image come from stored runs, then the dry run's CSV (default: :func:`plan_dry_run_csv`,
+    this machine's dry run or the committed one), then cached probes."""
     notebooks, profiles, overrides, root = _selection(profile, only, notebooks_dir, profiles_dir, device,
                                                       data_dir, results_dir, None, None)
-    if dry_run_csv is None and default_dry_run_csv(root, profile).exists():
-        dry_run_csv = default_dry_run_csv(root, profile)
+    if dry_run_csv is None:
+        dry_run_csv = plan_dry_run_csv(root, profile)
     return _plan(notebooks, profiles, overrides, probe, dry_run_csv, root=root)
 
 
@@ -355,6 +353,16 @@ def declared_runs(grids: dict[str, list | None]) -> dict[str, tuple]:
 def default_dry_run_csv(root: Path, profile: str) -> Path:
     """Where a profile's dry run keeps its rows: ``output/dry_run/<profile>.csv``."""
     return Path(root) / "output" / "dry_run" / f"{profile}.csv"
+
+
+def plan_dry_run_csv(root: Path, profile: str) -> Path | None:
+    """The dry run whose seconds per image a plan reads: this machine's
+    (``output/dry_run/<profile>.csv``) when there is one, else the snapshot committed in
+    ``benchmarks/dry_run/<profile>.csv`` (so a fresh clone's plan probes only what it lacks), else None."""
+    for path in (default_dry_run_csv(root, profile), Path(root) / "benchmarks" / "dry_run" / f"{profile}.csv"):
+        if path.exists():
+            return path
+    return None
 
 
 def dry_run_notebooks(profile: str = "paper", only: str | None = None, *,
@@ -792,6 +800,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--only", help="comma-separated notebook names, substrings or globs")
     parser.add_argument("--device", help="auto, cpu, cuda, cuda:1, ...; default the notebook's (auto)")
     parser.add_argument("--data", help="dataset folder (default: the notebook's, i.e. $FEDLIB_DATA or the cache)")
+    parser.add_argument("--download", action="store_true",
+                        help="let torchvision download the datasets that are missing (sets FEDLIB_DOWNLOAD=1 for "
+                             "the notebooks); default: only the dataset folder and the cache are read")
     parser.add_argument("--results", help="results cache folder; default results/")
     parser.add_argument("--figures", help="where figures are written; default output/<profile>/figures "
                                           "(with --publish: figures/)")
@@ -891,6 +902,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(message)s")
     if args.render_only:  # inherited by the kernels papermill starts
         os.environ["FEDLIB_RENDER_ONLY"] = "1"
+    if args.download:  # read by fedlib.data, here and in the kernels
+        os.environ["FEDLIB_DOWNLOAD"] = "1"
     notebooks_dir = Path(args.notebooks_dir or REPO_ROOT / "notebooks").resolve()
     profiles_dir = Path(args.profiles_dir or notebooks_dir.parent / "profiles")
     try:

@@ -3,14 +3,15 @@ resolve the same parameters; passed values win; folders resolve against the repo
 are not published write nothing git tracks."""
 
 import json
+import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 
 from fedlib.errors import FedlibError
-from fedlib.notebook import (REPO_ROOT, apply_profile, cell_defaults, check_unpublished, load_profiles,
-                             parse_value, resolve_parameters)
+from fedlib.notebook import (DEFAULTS_KEY, REPO_ROOT, apply_profile, cell_defaults, check_unpublished, describe,
+                             edited_names, load_profiles, parse_value, resolve_parameters, shipped_defaults)
 from fedlib.reproduce import _selection, parse_parameters, run_notebooks
 
 NOTEBOOKS = sorted((REPO_ROOT / "notebooks").glob("*.ipynb"))
@@ -51,6 +52,53 @@ def test_passed_beats_profile_beats_the_parameters_cell():
     assert resolved["rounds"] == 2 and resolved["seeds"] == [0, 1]  # passed
     assert resolved["dataset"] == quick["dataset"] != cell["dataset"]  # the profile
     assert resolved["beta"] == cell["beta"] and "beta" not in quick  # the parameters cell
+
+
+def test_an_edit_kept_in_jupyterlab_wins_over_the_profile_and_passed_values_over_both():
+    cell = cell_defaults(REPO_ROOT / "notebooks" / "getting_started.ipynb")
+    edited = {**cell, "profile": "quick", "rounds": 30, "beta": 0.1}
+    kept = edited_names(edited, shipped_defaults(REPO_ROOT / "notebooks" / "getting_started.ipynb"))
+    assert kept == {"rounds", "beta"}  # profile selects, it is not an edit
+    resolved = resolve_parameters("getting_started", edited, {}, kept=kept)
+    assert resolved["rounds"] == 30 and resolved["beta"] == 0.1  # as edited
+    assert resolved["dataset"] == "fashion_mnist"  # not edited: the quick profile's
+    assert resolve_parameters("getting_started", edited, {"rounds": 7}, kept=kept)["rounds"] == 7
+
+
+def test_an_edit_is_told_from_a_default_by_value_lists_and_tuples_alike():
+    shipped = {"profile": "smoke", "seeds": [0], "rounds": 3, "data_dir": None}
+    assert edited_names({"profile": "quick", "seeds": (0,), "rounds": 3, "data_dir": None}, shipped) == set()
+    assert edited_names({"seeds": [0, 1], "rounds": 3.5, "data_dir": "d", "new": 1}, shipped) == \
+        {"seeds", "rounds", "data_dir"}
+
+
+def test_every_override_is_printed_as_old_to_new_with_its_source():
+    cell = {**cell_defaults(REPO_ROOT / "notebooks" / "getting_started.ipynb"), "profile": "quick", "rounds": 30}
+    resolved = resolve_parameters("getting_started", cell, {}, kept=set())  # as papermill: the profile wins
+    lines = describe("getting_started", cell, resolved, set(), set(), REPO_ROOT).splitlines()
+    assert lines[0] == "profile quick (profiles/getting_started.yaml); differs from the parameters cell:"
+    assert "  rounds: 30 -> 15 (profile quick)" in lines and "  dataset: digits -> fashion_mnist (profile quick)" in lines
+    assert not any(line.lstrip().startswith(("beta", "results_dir")) for line in lines)  # unchanged: not listed
+    kept = resolve_parameters("getting_started", cell, {}, kept={"rounds"})
+    assert "  rounds: 30 as you edited it (profile quick has 15)" in \
+        describe("getting_started", cell, kept, set(), {"rounds"}, REPO_ROOT).splitlines()
+    passed = resolve_parameters("getting_started", cell, {"rounds": 2})
+    assert "  rounds: 30 -> 2 (passed)" in describe("getting_started", cell, passed, {"rounds"}, set(), REPO_ROOT)
+    folder = resolve_parameters("getting_started", cell, {"figures_dir": "figures/paper"})
+    shown = describe("getting_started", cell, folder, {"figures_dir"}, set(), REPO_ROOT)
+    assert "  figures_dir: None -> figures/paper (passed)" in shown and str(REPO_ROOT) not in shown
+
+
+@each_notebook
+def test_the_shipped_values_are_stamped_in_the_parameters_cell(path: Path):
+    """JupyterLab tells an edit from a default by this stamp: it must be the cell as committed
+    (after changing a parameters cell, run tools/stamp_defaults.py)."""
+    from tools.stamp_defaults import main
+
+    cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
+    stamp = next(c for c in cells if "parameters" in c["metadata"].get("tags", []))["metadata"][DEFAULTS_KEY]
+    assert stamp == json.loads(json.dumps(cell_defaults(path)))
+    assert main(["--check", str(path)]) == 0
 
 
 @each_notebook
@@ -196,6 +244,35 @@ def test_papermill_jupyterlab_and_reproduce_run_with_the_same_parameters(probe_r
     assert via_papermill == via_reproduce == {**via_jupyter, "seeds": [4, 5]}
     assert via_jupyter["scale"] == 5 and via_jupyter["seeds"] == [0, 1, 2]  # the quick profile's values
     assert via_papermill["figures_dir"] == str(probe_repo.resolve() / "output" / "quick" / "figures")
+
+
+@pytest.mark.notebook
+def test_jupyterlab_runs_the_edited_cell_and_prints_each_override(tmp_path: Path):
+    """A real notebook, its parameters cell edited as a reader would in JupyterLab (no papermill
+    cell) under a profile that sets the edited value: the stored runs have the edited value, the
+    profile fills in the rest, and every difference from the cell is printed before the runs."""
+    nbformat, nbclient = pytest.importorskip("nbformat"), pytest.importorskip("nbclient")
+    repo = tmp_path / "repo"
+    (repo / "notebooks").mkdir(parents=True)
+    (repo / "profiles").mkdir()
+    shutil.copy(REPO_ROOT / "notebooks" / "getting_started.ipynb", repo / "notebooks")
+    (repo / "profiles" / "getting_started.yaml").write_text("smoke: {}\nquick: {rounds: 1, batch_size: 16}\n")
+    notebook = nbformat.read(repo / "notebooks" / "getting_started.ipynb", as_version=4)
+    source = notebook.cells[1].source
+    for old, new in (('profile = "smoke"', 'profile = "quick"'), ("rounds = 3 ", "rounds = 2 "),
+                     ('results_dir = "results"', f"results_dir = {str(tmp_path / 'store')!r}")):
+        assert old in source
+        source = source.replace(old, new)
+    notebook.cells[1].source = source
+    nbformat.write(notebook, repo / "notebooks" / "getting_started.ipynb")  # as JupyterLab's autosave would
+    nbclient.NotebookClient(notebook, kernel_name="python3", resources={"metadata": {"path": str(repo / "notebooks")}}
+                            ).execute()
+    configs = [json.loads(p.read_text()) for p in (tmp_path / "store").glob("*/config.json")]
+    assert sorted(c["method"] for c in configs) == ["fedavg", "fedprox"]
+    assert {c["rounds"] for c in configs} == {2} and {c["batch_size"] for c in configs} == {16}
+    printed = "".join(o.get("text", "") for o in notebook.cells[2].outputs)
+    assert "rounds: 2 as you edited it (profile quick has 1)" in printed
+    assert "batch_size: 32 -> 16 (profile quick)" in printed
 
 
 @pytest.mark.notebook

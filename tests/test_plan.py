@@ -1,5 +1,6 @@
 """fedlib.plan: the runs table notebooks declare, read without training, and the combined plan."""
 
+import os
 from pathlib import Path
 
 import numpy as np
@@ -235,3 +236,52 @@ def test_real_probes_measure_bundled_data_and_stand_ins_for_missing_data(tmp_pat
     missing = RunConfig(dataset="cifar100", model="cnn2", clients=50, partition="shards", data_dir=str(tmp_path))
     assert timing.probe_seconds_per_image(bundled, "cpu") > 0
     assert timing.probe_seconds_per_image(missing, "cpu") > 0, "no data here: timed on a stand-in of its shape"
+
+
+def test_a_fresh_clones_plan_reads_the_committed_dry_run_and_probes_nothing(tmp_path, fake_probes, capsys,
+                                                                           registered):
+    """No output/dry_run/ here (a fresh clone): the snapshot in benchmarks/dry_run/ gives the rates."""
+    from fedlib import dry_run
+
+    registered("table1", seed_grid)
+    notebook(tmp_path / "notebooks", "table1", PLAN_CELL)
+    (tmp_path / "profiles").mkdir()
+    (tmp_path / "profiles" / "table1.yaml").write_text("smoke: {}\nquick: {}\npaper: {seeds: [0, 1]}\n")
+    cfg = seed_grid({"device": "cpu", "seeds": [0]})[0]
+    committed = tmp_path / "benchmarks" / "dry_run" / "paper.csv"
+    committed.parent.mkdir(parents=True)
+    dry_run.append_row(committed, {**dry_run._identity(cfg, ["table1"]), "status": "ok", "seconds_per_image": 0.5})
+    status = main(["--notebooks-dir", str(tmp_path / "notebooks"), "--profile", "paper", "--plan", "--device", "cpu",
+                   "--results", str(tmp_path / "results")])
+    out = capsys.readouterr().out
+    assert status == 0 and fake_probes == []
+    assert "kinds: 1 from dry run; 0 probe(s) run now" in out
+    from fedlib.reproduce import plan_dry_run_csv
+
+    assert plan_dry_run_csv(tmp_path, "paper") == committed and plan_dry_run_csv(tmp_path, "quick") is None
+    mine = tmp_path / "output" / "dry_run" / "paper.csv"  # a dry run of this machine comes first
+    mine.parent.mkdir(parents=True)
+    mine.write_text(committed.read_text())
+    assert plan_dry_run_csv(tmp_path, "paper") == mine
+
+
+def mnist_grid(params: dict) -> list[RunConfig]:
+    return [RunConfig(dataset="mnist", model="mlp", clients=2, rounds=3, device="cpu", data_dir=params["data_dir"])]
+
+
+def test_download_lets_the_plan_count_torchvision_datasets_as_available(tmp_path, fake_probes, capsys, registered,
+                                                                         monkeypatch):
+    monkeypatch.delenv("FEDLIB_DOWNLOAD", raising=False)  # restored (unset) after the test
+    registered("table1", mnist_grid)
+    notebook(tmp_path / "notebooks", "table1", PLAN_CELL)
+    (tmp_path / "profiles").mkdir()
+    (tmp_path / "profiles" / "table1.yaml").write_text("smoke: {}\nquick: {}\npaper: {}\n")
+    empty = tmp_path / "no_data"
+    empty.mkdir()
+    options = ["--notebooks-dir", str(tmp_path / "notebooks"), "--profile", "quick", "--plan", "--data", str(empty),
+               "--results", str(tmp_path / "results")]
+    assert main(options) == 0
+    assert "cannot run here: 1 run(s): mnist missing" in capsys.readouterr().out
+    assert main([*options, "--download"]) == 0
+    assert "cannot run here" not in capsys.readouterr().out
+    assert os.environ["FEDLIB_DOWNLOAD"] == "1"  # what the notebooks' kernels inherit

@@ -14,6 +14,7 @@ from matplotlib.colors import to_rgb  # noqa: E402
 
 from fedlib import algorithms, data, models, partition, plots  # noqa: E402
 from fedlib.config import RunConfig  # noqa: E402
+from fedlib.errors import FedlibError  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
@@ -39,7 +40,7 @@ def test_provenance_reads_results_and_mixed_scales():
     results = [SimpleNamespace(config=subset_config(seed=s, max_test_samples=1000)) for s in range(5)]
     text = plots.provenance("smoke", results + [RunConfig(dataset="digits", seed=0)])
     assert text == ("profile smoke · Fashion-MNIST, 2,000 train / 1,000 test images; "
-                    "scikit-learn digits, full data · seeds 0-4")
+                    "scikit-learn digits, full data · seeds 0-4 (1 to 5 per cell)")
     assert plots.data_scale(RunConfig(dataset="mnist", max_test_samples=500)) == "full train set, 500 test images"
 
 
@@ -97,7 +98,7 @@ def test_curve_panels_titles_in_words():
     results = [SimpleNamespace(config=RunConfig(dataset="fashion_mnist", method=m, partition="dirichlet", beta=0.5),
                                rounds=rounds) for m in ("fedavg", "fedvls")]
     fig = plots.curve_panels(results)
-    assert [ax.get_title() for ax in fig.axes] == ["Fashion-MNIST, Dir(β=0.5)"]
+    assert [ax.get_title() for ax in fig.axes] == ["Fashion-MNIST, Dir(β=0.5)\n1 seed each"]
     assert [t.get_text() for t in fig.legends[0].get_texts()] == ["FedAvg", "FedVLS"]
 
 
@@ -111,10 +112,26 @@ def test_curve_panels_draw_one_line_per_method_over_its_seeds_in_one_colour_per_
                run("fedvls", 0, 0.1, [0.3, 0.3])]
     fig = plots.curve_panels(results)
     left, right = fig.axes[:2]
-    assert [line.get_label() for line in left.get_lines()] == ["FedAvg (2 seeds)", "FedVLS"]
+    assert [line.get_label() for line in left.get_lines()] == ["FedAvg", "FedVLS"]  # one legend entry per method
+    assert left.get_title().splitlines()[1] == "2 seeds; 1: FedVLS" and right.get_title().endswith("\n1 seed")
+    assert [t.get_text() for t in fig.legends[0].get_texts()] == ["FedAvg", "FedVLS"]
     assert list(left.get_lines()[0].get_ydata()) == pytest.approx([30.0, 50.0])  # the mean over the seeds
     assert len(left.collections) == 1  # the band of the method with two seeds
     assert right.get_lines()[0].get_color() == left.get_lines()[1].get_color()  # FedVLS in both panels
+
+
+def test_the_seed_note_names_the_exceptions_and_colours_are_distinct_and_never_grey():
+    assert plots.seed_note({"fedavg": 3, "fedprox": 1, "fedlc": 1, "fedvls": 3}) == "3 seeds; 1: FedProx, FedLC"
+    assert plots.seed_note({"fedavg": 3, "fedvls": 3}) == "3 seeds each"
+    colours = [plots.method_colour(m, "abcdef") for m in "abcdef"]
+    assert len(set(colours)) == 6 and not {"#949494", "0.5", "grey", "gray"} & set(colours)
+
+
+def test_a_stamp_says_when_cells_have_different_seed_counts():
+    configs = [RunConfig(dataset="mnist", method="fedavg", seed=s) for s in (0, 1, 2)] + \
+              [RunConfig(dataset="mnist", method="fedprox", seed=0)]
+    assert plots.provenance("paper", configs).endswith("seeds 0, 1, 2 (1 to 3 per cell)")
+    assert plots.provenance("paper", configs[:3]).endswith("seeds 0, 1, 2")
 
 
 def test_a_stamp_names_only_the_runs_behind_the_figure():
@@ -156,3 +173,38 @@ def test_a_re_split_dataset_says_how_it_was_split():
     pooled = RunConfig(dataset="mnist", dataset_options={"split": "pooled_75_25"}, max_train_samples=2000)
     assert plots.data_scale(pooled) == "train + test pooled, 75/25 split, 2,000 train images"
     assert plots.data_scale(RunConfig(dataset="mnist")) == "full data"
+
+
+def _stored(method, seed, values, **fields):
+    cfg = RunConfig(dataset="mnist", method=method, seed=seed, partition="dirichlet", beta=0.5, **fields)
+    rounds = [{"round": r, "accuracy": v, "class_accuracy": [v, v / 2]} for r, v in enumerate(values)]
+    return SimpleNamespace(config=cfg, rounds=rounds)
+
+
+def test_table_curves_average_only_over_seeds_and_name_the_arguments_rows_differ_in():
+    results = [_stored("fedavg", 0, [0.2, 0.4]), _stored("fedavg", 1, [0.4, 0.6]),
+               _stored("fedvls", 0, [0.1, 0.2], method_args={"lam": 0.1}),
+               _stored("fedvls", 0, [0.3, 0.3], method_args={"lam": 0.5}),
+               _stored("fedavg", 0, [0.5, 0.5], model="mlp"), _stored("fedavg", 1, [0.7, 0.7], model="mlp"),
+               SimpleNamespace(config=RunConfig(dataset="mnist", method="fedprox"), rounds=[])]  # not run: left out
+    fig = plots.table_curves(results)
+    left, right = fig.axes[:2]
+    assert left.get_title() == "MNIST, Dir(β=0.5), LeNet-5\n1 seed; 2: FedAvg"  # two lam values are two rows
+    assert [line.get_label() for line in left.get_lines()] == ["FedAvg", "FedVLS (lam 0.1)", "FedVLS (lam 0.5)"]
+    assert list(left.get_lines()[0].get_ydata()) == pytest.approx([30.0, 50.0])
+    assert right.get_title() == "MNIST, Dir(β=0.5), MLP\n2 seeds"
+    assert right.get_lines()[0].get_color() == left.get_lines()[0].get_color()  # FedAvg's colour in both
+    worst = plots.table_curves(results[:2], metric="worst_class")
+    assert list(worst.axes[0].get_lines()[0].get_ydata()) == pytest.approx([15.0, 25.0])  # min(class accuracy)
+    assert worst.axes[0].get_ylabel() == "worst class accuracy (%)"
+    assert plots.table_curves(results[-1:]) is None
+    with pytest.raises(FedlibError, match="metric 'loss' is not one of accuracy, worst_class"):
+        plots.table_curves(results, metric="loss")
+
+
+def test_table_curves_give_a_method_one_entry_when_its_arguments_change_only_between_panels():
+    results = [_stored("pkd", 0, [0.2, 0.4], method_args={"groups": [[0, 1]]}),
+               _stored("pkd", 0, [0.3, 0.5], method_args={"groups": [[2, 3]]}, model="mlp")]
+    fig = plots.table_curves(results)
+    assert [t.get_text() for t in fig.legends[0].get_texts()] == ["PKD"]
+    assert fig.axes[0].get_lines()[0].get_color() == fig.axes[1].get_lines()[0].get_color()

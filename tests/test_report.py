@@ -87,8 +87,17 @@ def test_markdown_flattens_column_levels_and_leaves_missing_cells_empty():
     frame = pd.DataFrame({("cifar10", "beta=0.1"): ["**70.50**", None]}, index=pd.Index(["fedvls", "fedavg"],
                                                                                       name="method"))
     lines = report.markdown(frame).splitlines()
-    assert lines[0].startswith("| method") and lines[0].endswith("| cifar10 / beta=0.1 |")
-    assert lines[2:] == ["| fedvls | **70.50** |", "| fedavg |  |"]
+    assert lines[0].startswith("| method") and lines[0].endswith("| CIFAR-10 / beta=0.1 |")
+    assert lines[2:] == ["| FedVLS | **70.50** |", "| FedAvg |  |"]
+
+
+def test_markdown_names_methods_datasets_and_settings_in_words_and_leaves_numbers():
+    frame = pd.DataFrame({"method": ["fedavg_kd", "fedprox (mu 0.001)"], "dataset": ["fashion_mnist"] * 2,
+                          "setting": ["partition=dirichlet;beta=0.05;metric=min", "partition=balanced"],
+                          "ours": [70.5, 61.0], "note": ["fedavg", "x"]})
+    lines = report.markdown(frame.set_index("method")).splitlines()
+    assert lines[2] == "| FedAvg + KD | Fashion-MNIST | Dir(β=0.05), metric=min | 70.5 | fedavg |"
+    assert lines[3] == "| fedprox (mu 0.001) | Fashion-MNIST | balanced | 61.0 | x |"  # free text stays
 
 
 def test_save_tables_writes_csv_and_markdown_rounded_to_digits(tmp_path, capsys):
@@ -96,7 +105,7 @@ def test_save_tables_writes_csv_and_markdown_rounded_to_digits(tmp_path, capsys)
     paths = report.save_tables({"demo": frame, "raw": frame}, tmp_path / "out", digits=None) + \
         report.save_tables({"rounded": frame}, tmp_path / "out")
     assert sorted(p.name for p in paths) == ["demo.csv", "demo.md", "raw.csv", "raw.md", "rounded.csv", "rounded.md"]
-    assert "| fedvls | 70.46 |" in (tmp_path / "out" / "rounded.md").read_text()
+    assert "| FedVLS | 70.46 |" in (tmp_path / "out" / "rounded.md").read_text()
     assert pd.read_csv(tmp_path / "out" / "raw.csv", index_col=0).loc["fedvls", "accuracy"] == 70.4567
     assert "saved: " in capsys.readouterr().out
 

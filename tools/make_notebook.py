@@ -14,6 +14,9 @@ from pathlib import Path
 
 import nbformat
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import stamp_defaults  # noqa: E402
+
 HEADER = re.compile(r"^# %%(?P<md> \[markdown\])?(?: tags=(?P<tags>\[.*\]))?\s*$")
 
 
@@ -53,7 +56,8 @@ def main(source: str, target: str) -> None:
     notebook.metadata["kernelspec"] = {"name": "fedlib", "display_name": "Python (fedlib)", "language": "python"}
     notebook.metadata["language_info"] = {"name": "python"}
     nbformat.validate(notebook)
-    Path(target).write_text(nbformat.writes(notebook) + "\n")
+    stamped = stamp_defaults.stamped(json.loads(nbformat.writes(notebook)))  # what JupyterLab edits are told from
+    Path(target).write_text(json.dumps(stamped, indent=1, ensure_ascii=False) + "\n")
 
 
 if __name__ == "__main__":

@@ -1,0 +1,300 @@
+"""Give every notebook a closing "Try it" cell: prompts that change one parameter each, and links to
+the code of the methods the notebook compares.
+
+    python tools/try_it.py            # write (or rewrite) the cell in notebooks/*.ipynb
+    python tools/try_it.py --check    # exit 1 listing notebooks whose cell is missing or differs
+
+The prompts live here, one entry per notebook; the cell is the notebook's last, found again by its
+first line, so running the tool twice changes nothing. Outputs are left as they are; files are
+written the way Jupyter writes them (indent 1, trailing newline).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+HEADING = "## Try it"
+INTRO = ("Change one parameter in the parameters cell, write down what you expect the figure or table to "
+         "do, run all cells, and compare. Your edit is kept over the profile's value, and the cell under the "
+         "parameters cell says so; runs already in the store are reused, so only the changed runs train.")
+
+# notebook -> (prompts, code links as (path in the repository, what to read there))
+PROMPTS: dict[str, tuple[list[str], list[tuple[str, str]]]] = {
+    "getting_started": ([
+        "`beta = 0.05`: a far stronger skew. Does the worst class fall, and do FedAvg and FedProx part ways "
+        "more than at 0.5?",
+        "`prox_mu = 1.0`: a strong pull towards the global model. Does FedProx learn faster or slower per "
+        "round than FedAvg?",
+        "`local_epochs = 5`: more local steps drift further from the global model. Does FedProx's difference "
+        "from FedAvg grow?",
+    ], [("fedlib/algorithms/fedprox.py", "`proximal_term`, the whole of FedProx"),
+        ("fedlib/algorithms/fedavg.py", "FedAvg: the plain cross-entropy every other method changes")]),
+    "fedvls_fig3_partitions": ([
+        "`beta = 0.5`: how many client-class cells are empty now, against 0.05?",
+        "`seed = 1`: the same β, another draw. How much does the number of vacant classes move between "
+        "draws? (At full scale it decides which seed scores best: see docs/results.md.)",
+        "`classes_per_client = 5`: the quantity partition with half the classes per client. Which of the "
+        "two panels now looks more skewed?",
+    ], [("fedlib/partition.py", "`_dirichlet` and `_quantity`, the two schemes drawn here")]),
+    "fedvls_fig1_fig4_local_update": ([
+        "`update_epochs = 5`: a longer local update. Predict the vacant classes' accuracy after it, for "
+        "FedAvg and for FedVLS.",
+        "`rounds = 20`: a better-trained global model. Does the local update then have more to erase?",
+        "`fedvls_lam = 1.0`: ten times the vacant-class distillation weight. Does FedVLS keep more of the "
+        "vacant classes, and at what cost to the classes the client holds?",
+    ], [("fedlib/algorithms/fedvls.py", "`vacant_distillation`, `official_suppression` and `local_loss`"),
+        ("fedlib/algorithms/fedlc.py", "`calibrated_logits`, the calibration FedVLS starts from")]),
+    "fedvls_fig2_confusion": ([
+        "`update_epochs = 5`: a longer FedLC update. Where do the minority classes' predictions go now?",
+        "`client = 0`: another client. Are its minority classes sent to the same majority classes?",
+        "`beta = 0.5`: milder skew. Does the confusion matrix become more diagonal?",
+    ], [("fedlib/algorithms/fedlc.py", "`calibrated_logits` and `local_loss`")]),
+    "fedvls_fig5_convergence": ([
+        "`betas = [0.5, 0.05]`: does FedVLS's gap to FedAvg grow as the skew grows, as the paper says?",
+        "`methods = [\"fedavg\", \"fedlc\", \"fedvls\"]`: where does FedLC, the calibration alone, land "
+        "between the two?",
+        "`seeds = [0, 1, 2]`: with a band of one std, is the gap between the curves larger than the band?",
+    ], [("fedlib/algorithms/fedvls.py", "`local_loss`: calibration, vacant-class distillation, logit "
+                                        "suppression")]),
+    "fedvls_fig6_sensitivity": ([
+        "`participations = [0.3, 1.0]`: fewer clients per round. Which method loses more?",
+        "`epoch_values = [1, 5]`: more local epochs. Predict which curve gains and which drifts.",
+        "`client_counts = [10, 50]`: more, smaller clients. Does the ordering of the methods hold?",
+    ], [("fedlib/algorithms/fedvls.py", "`local_loss`")]),
+    "fedvls_table1_4_dirichlet": ([
+        "`betas = [0.5, 0.1, 0.05]`: the paper's three columns. Predict the column where FedVLS's lead, "
+        "if any, is largest.",
+        "`methods = [\"fedavg\", \"fedlc\", \"fedrs\", \"fedvls\"]`: add FedRS, which restricts the logits "
+        "of missing classes instead of calibrating them. Where does it rank?",
+        "`seeds = [0, 1, 2]`: does one seed's ordering survive the mean over three? (At full scale on MNIST "
+        "it does not for FedVLS: docs/results.md.)",
+    ], [("fedlib/algorithms/fedvls.py", "`local_loss`"), ("fedlib/algorithms/fedlc.py", "`calibrated_logits`"),
+        ("fedlib/algorithms/fedrs.py", "`restricted_logits`")]),
+    "fedvls_table2_quantity": ([
+        "Set the `\"digits\"` entry of `classes_per_client` to 5: milder quantity skew. Do the methods move "
+        "closer together?",
+        "`quantity_split = \"official\"`: the authors' way of cutting a class between its holders. Does any "
+        "number move by more than a point?",
+        "`methods = [\"fedavg\", \"fedlc\", \"fedvls\"]`: is calibration alone (FedLC) enough here?",
+    ], [("fedlib/algorithms/fedvls.py", "`local_loss`"), ("fedlib/partition.py", "`_quantity`")]),
+    "fedvls_table3_backbones": ([
+        "`betas = [0.5, 0.05]`: does the backbone matter more under strong or mild skew?",
+        "`local_epochs = 3`: does a deeper network drift more with more local steps?",
+        "`methods = [\"fedavg\", \"fedntd\", \"fedvls\"]`: FedNTD distils the global model's not-true "
+        "classes. Which backbone favours it?",
+    ], [("fedlib/algorithms/fedvls.py", "`local_loss`"), ("fedlib/algorithms/fedntd.py", "`not_true_kl`")]),
+    "fedvls_table5_6_7_ablation": ([
+        "`ablation_switches = [[False, False], [False, True], [True, False], [True, True]]`: the paper's "
+        "four rows. Which term, distillation or suppression, carries the gain?",
+        "`lams = [0.05, 0.1, 0.5, 1.0]`: is there a λ beyond which accuracy falls?",
+        "`combination_methods = [\"fedvls\", \"fedvls+fedsam\"]`: does a flatter-minimum optimiser add to "
+        "FedVLS or overlap with it?",
+    ], [("fedlib/algorithms/fedvls.py", "the `distill` and `suppress` switches in `local_loss`"),
+        ("fedlib/algorithms/fedsam.py", "FedSAM's sharpness-aware step")]),
+    "fedlmd_fig2_prediction_distribution": ([
+        "`beta = 0.5`: milder skew. Does the global model's prediction histogram still follow the sampled "
+        "clients' labels?",
+        "`participation = 1.0`: every client every round. Predict how the round-to-round swings change.",
+        "`rounds = 12`: does the mismatch shrink as training goes on?",
+    ], [("fedlib/prediction_stats.py", "`total_variation` and `top_class_share`, the measures shown"),
+        ("fedlib/algorithms/fedlmd.py", "`distillation_support`: the classes FedLMD distils, chosen from "
+                                        "exactly this mismatch")]),
+    "fedlmd_fig4_kd_variants": ([
+        "`lmd_tau = 4.0`: a softer teacher. Predict whether FedLMD gains or loses against FedNTD.",
+        "`beta = 0.5`: milder skew. Do the distillation variants still differ from FedAvg?",
+        "`local_epochs = 3`: more local steps, more forgetting. Which variant protects best?",
+    ], [("fedlib/algorithms/fedlmd.py", "`teacher_distribution` and `distillation_kl`"),
+        ("fedlib/algorithms/fedntd.py", "`not_true_kl`"), ("fedlib/algorithms/fedavg_kd.py", "`local_loss`"),
+        ("fedlib/algorithms/fedlmd_tf.py", "the teacher-free `teacher_distribution`")]),
+    "fedlmd_fig5_light_baselines": ([
+        "`participation = 0.5`: twice the clients per round. Does FedLMD-Tf's position among the light "
+        "methods change?",
+        "`rounds = 10`: are the bars' differences larger than at 5 rounds?",
+        "`methods = [\"fedavg\", \"fedrs\", \"fedlmd_tf\", \"fedlmd\"]`: add FedLMD with its teacher (one "
+        "more forward pass per batch). How much does the teacher buy?",
+    ], [("fedlib/algorithms/fedlmd_tf.py", "`teacher_distribution`: a teacher made of the labels alone"),
+        ("fedlib/algorithms/fedrs.py", "`restricted_logits`")]),
+    "fedlmd_fig6_accuracy_rounds": ([
+        "`methods = [\"fedavg\", \"fedntd\", \"fedlmd\"]`: does FedLMD's curve dip less than FedNTD's after "
+        "its best round?",
+        "`rounds = 15`: do the curves at α = 0.05 settle, or keep swinging?",
+        "`seeds = [0, 1]`: are the dips the same in both seeds, or noise?",
+    ], [("fedlib/algorithms/fedlmd.py", "`local_loss`")]),
+    "fedlmd_fig7_9_sensitivity": ([
+        "`epochs_grid = [1, 2, 5]`: predict where FedLMD's accuracy peaks over the local epochs.",
+        "`tau_grid = [0.5, 1.0, 4.0]`: is FedLMD sensitive to its temperature?",
+        "`switch_rounds = [0, 1, 2, 3, 4]`: does switching the teacher on earlier always help?",
+    ], [("fedlib/algorithms/fedlmd.py", "`distillation_scale` and `local_loss`"),
+        ("fedlib/algorithms/fedlmd_tf.py", "`uses_teacher`: the switching round")]),
+    "fedlmd_table1_2_kd_variants": ([
+        "`table1_methods = [\"fedavg\", \"fedavg_kd\", \"fedntd\", \"fedlmd\"]`: the paper's Table 1 rows. "
+        "Predict their order.",
+        "`table2_methods = [\"fedavg\", \"label_smoothing\", \"fedlmd_tf\"]`: is FedLMD-Tf more than label "
+        "smoothing restricted to the client's classes?",
+        "`beta = 0.5`: with milder skew, do the rows move closer together?",
+    ], [("fedlib/algorithms/fedlmd.py", "`local_loss`"), ("fedlib/algorithms/fedlmd_tf.py", "`local_loss`"),
+        ("fedlib/algorithms/label_smoothing.py", "label smoothing")]),
+    "fedlmd_table3_partitions": ([
+        "`methods = [\"fedavg\", \"fedprox\", \"fedntd\", \"fedlmd\"]`: add FedProx. Where does it rank?",
+        "Add a shards column to `settings`: `{\"dataset\": \"digits\", \"partition\": \"shards\", "
+        "\"shards_per_client\": 2}`. Is the ordering the same under shards as under Dirichlet?",
+        "`rounds = 10`: the speedup column counts the rounds each method needs to reach FedAvg's accuracy. "
+        "Predict it for FedLMD.",
+    ], [("fedlib/algorithms/fedlmd.py", "`local_loss`"), ("fedlib/algorithms/fedntd.py", "`not_true_kl`")]),
+    "fedlmd_table4_architectures": ([
+        "`beta = 0.5`: does the architecture matter less under mild skew?",
+        "`local_epochs = 3`: which method keeps its rank as local work grows?",
+        "`rounds = 10`: do the differences between methods grow or shrink with the budget?",
+    ], [("fedlib/algorithms/fedlmd.py", "`local_loss`"), ("fedlib/algorithms/fedcurv.py", "FedCurv's penalty")]),
+    "fedlmd_table5_combinations": ([
+        "In `part_args`, set FedProx's `mu` to 0.1: does FedLMD + FedProx gain or lose?",
+        "`beta = 0.05`: stronger skew. Do the combinations help more there?",
+        "`rounds = 10`: is a server-side momentum (FedAvgM) worth more with more rounds?",
+    ], [("fedlib/algorithms/fedlmd.py", "`local_loss`"), ("fedlib/algorithms/fedprox.py", "`proximal_term`"),
+        ("fedlib/algorithms/fedavgm.py", "the server's momentum step")]),
+    "fedcsd_fig1_drift": ([
+        "`drift_epochs = 10`: predict how far the logits drift compared with the features.",
+        "`beta = 0.05`: stronger skew. Does the drift grow?",
+        "`logit_mu = 0.01`: ten times the logit distillation. Does it hold the logits near the global "
+        "model's?",
+    ], [("fedlib/drift.py", "`drift_study`: the local epochs and what is measured after each"),
+        ("fedlib/algorithms/fedcsd.py", "`csd_term`")]),
+    "fedcsd_fig3_fig4_sensitivity": ([
+        "`mus = [0.001, 0.01, 0.1, 1.0]`: the paper's grid. Where does accuracy fall off?",
+        "`taus = [1.0, 4.0, 10.0, 20.0]`: is FedCSD sensitive to its temperature?",
+        "`alphas = [0.0, 0.8, 0.9, 0.99]`: does a slower-moving teacher help?",
+    ], [("fedlib/algorithms/fedcsd.py", "`csd_term` and `moving_average`")]),
+    "fedcsd_fig5_mask_filter": ([
+        "`rounds = 10`: does the share of filtered soft labels fall as the teacher improves?",
+        "`tau = 4.0`: a lower temperature. More or fewer soft labels filtered?",
+        "`betas = {\"synthetic\": [0.05, 0.5]}`: is more filtered under strong skew?",
+    ], [("fedlib/algorithms/fedcsd.py", "`teacher_mask`")]),
+    "fedcsd_fig7_tsne": ([
+        "`tsne_samples = 500`: do the clusters look clearer with more points, or only busier?",
+        "`local_client = 3`: another client's local features. Are its missing classes scattered?",
+        "`beta = 0.05`: stronger skew. Does FedCSD still keep the classes apart?",
+    ], [("fedlib/algorithms/fedcsd.py", "`similarity_weights` and `local_loss`")]),
+    "fedcsd_table1_3_4_label_skew": ([
+        "`methods = [\"fedavg\", \"fedprox\", \"fedcsd\"]`: add FedProx. Does a weight-space pull do what "
+        "logit distillation does?",
+        "`ablations = [\"base\", \"no_similarity\", \"no_mask\", \"no_tma\"]`: the paper's ablation. Which "
+        "component matters most?",
+        "`mask_betas = [0.05, 0.5]`: does the hard mask lose more under strong skew?",
+    ], [("fedlib/algorithms/fedcsd.py", "`local_loss`, `teacher_mask`, `similarity_weights`")]),
+    "fedcsd_table2_office_caltech": ([
+        "`mu = 0.001`: Table I's weight instead of the Office setting's 0.5. Which rows move?",
+        "`clients = 8`: more, smaller clients on the stand-in data. Does the ordering hold?",
+        "`beta = 0.1`: stronger skew on the stand-in. Which method suffers most?",
+    ], [("fedlib/algorithms/fedcsd.py", "`local_loss`"), ("fedlib/algorithms/moon.py", "MOON's contrastive term")]),
+    "pkd_fig2_class_gap": ([
+        "`rounds = 10`: does the gap between the best and worst class close with more training?",
+        "`classes_per_client = 2`: a milder pathological split. How much of the gap is left?",
+        "`seeds = [0, 1, 2]`: is the weakest class the same in every seed?",
+    ], [("fedlib/class_gap.py", "`mean_subtracted`: the class accuracies the figure plots"),
+        ("fedlib/algorithms/pkd.py", "`partial_kd_loss`: what PKD does about the weak classes")]),
+    "pkd_fig4_5_7_weak_class_discovery": ([
+        "`confusion_ratio = 0.3`: a looser threshold. Predict whether the groups grow.",
+        "`grouping = \"components\"`: connected components instead of cliques. Do the groups merge?",
+        "`warmup_rounds = 6`: a longer warm-up. Are the discovered groups the paper's?",
+    ], [("fedlib/weak_classes.py", "`weak_pairs` and `discover_groups`"),
+        ("fedlib/algorithms/pkd.py", "`expert_assignment`: which samples an expert fires on")]),
+    "pkd_fig3_6_9_class_accuracy_rounds": ([
+        "`pkd_student_init = \"fresh\"`: start the KD stage from the initial weights, the reading the "
+        "paper's cost study fits. Does PKD's worst class now rise above FedAvg's?",
+        "`pkd_t_squared = True`: the KD term times T². Does the worst-class curve move?",
+        "`temperature = 2.0`: a sharper expert. Predict the effect on the worst class.",
+    ], [("fedlib/algorithms/pkd.py", "`partial_kd_loss` and `group_kl`")]),
+    "pkd_fig11_expert_activation": ([
+        "`temperature = 2.0`: does the firing rate depend on the temperature? (Look at where it is used.)",
+        "`beta = 0.1`: stronger skew in setting (b). Do the experts fire more?",
+        "`rounds = 10`: does the firing rate fall as the global model improves?",
+    ], [("fedlib/algorithms/pkd.py", "`expert_assignment`")]),
+    "pkd_pilot_loss_normalisation": ([
+        "`score_rounds = 2`: a shorter scoring window. Does the winning variant change?",
+        "`groups = [[2, 4, 6]]`: one expert instead of two. Does the spread between variants shrink?",
+        "`seeds = [0, 1]`: is the ranking of the variants the same in both seeds?",
+    ], [("fedlib/algorithms/pkd.py", "`partial_kd_loss`: the `normalise` and `t_squared` options")]),
+    "pkd_table1_4_class_accuracy": ([
+        "`pkd_student_init = \"fresh\"`: the other reading of where the KD stage starts. Which column "
+        "changes most?",
+        "`pkd_t_squared = True`: the KD term times T². Does Min move?",
+        "`warmup_rounds = 1`: a shorter warm-up. Are weaker groups discovered, and does it matter?",
+    ], [("fedlib/algorithms/pkd.py", "`partial_kd_loss`, `train_expert`")]),
+    "pkd_table5_femnist": ([
+        "`fractions = [0.1, 0.5, 1.0]`: the paper's three columns. Predict where PKD gains most.",
+        "`beta = 0.1`: stronger skew on the stand-in. Does the worst class fall?",
+        "`clients = 20`: more writers (or stand-in clients). Does the ordering hold?",
+    ], [("fedlib/algorithms/pkd.py", "`partial_kd_loss`")]),
+    "pkd_table6_7_baselines": ([
+        "`rounds = 10`: do the baselines' worst classes catch up with PKD's?",
+        "`temperature = 2.0`: does PKD's row move, and the others stay put?",
+        "`local_epochs = 3`: does Cutout or focal loss profit more from longer local training?",
+    ], [("fedlib/algorithms/pkd.py", "`partial_kd_loss`"), ("fedlib/algorithms/focal.py", "the focal loss")]),
+    "pkd_table8_cifar100": ([
+        "`max_groups = [1, 2, 3]`: a third expert. Does it help or dilute?",
+        "`pkd_lam = 1.0`: twice the KD weight. Predict the effect on Min and on Ave.",
+        "`rounds = 10`: are the experts worth more with a longer run?",
+    ], [("fedlib/algorithms/pkd.py", "`train_expert` and `partial_kd_loss`")]),
+    "pkd_table9_10_cost": ([
+        "`expert_outputs = \"all\"`: count an expert's forward pass on every sample. How much does PKD's "
+        "cost grow?",
+        "`pkd_targets_from_pkd_stage = False`: count the warm-up's rounds towards PKD's targets too. Which "
+        "targets does PKD reach sooner?",
+        "`rounds = 10`: are higher targets reached at all?",
+    ], [("fedlib/algorithms/pkd.py", "`_expert_round` and `partial_kd_loss`: what the cost counts")]),
+    "cross_paper_table": ([
+        "`settings = [{\"dataset\": \"digits\", \"partition\": \"dirichlet\", \"beta\": 0.5}]`: milder "
+        "skew. Do the nine methods bunch together?",
+        "`rounds = 5`: does the ordering at 2 rounds survive?",
+        "`seeds = [0, 1]`: which differences are larger than the seed-to-seed spread?",
+    ], [("fedlib/algorithms/", "one file per method: compare `local_loss` in fedvls.py, fedlmd.py, "
+                               "fedntd.py, fedlc.py, and `partial_kd_loss` in pkd.py")]),
+}
+
+
+def cell_text(stem: str) -> str:
+    """The Try it cell of notebook ``stem``: heading, the prompts numbered, the code links."""
+    prompts, code = PROMPTS[stem]
+    lines = [HEADING, "", INTRO, ""]
+    lines += [f"{number}. {prompt}" for number, prompt in enumerate(prompts, 1)]
+    links = "; ".join(f"[`{path}`](../{path}): {what}" for path, what in code)
+    lines += ["", f"**The code behind it.** {links}."]
+    return "\n".join(lines)
+
+
+def with_try_it(notebook: dict, stem: str) -> dict:
+    """``notebook`` ending in its Try it cell (an earlier one replaced, wherever it was)."""
+    cells = [c for c in notebook["cells"]
+             if not (c["cell_type"] == "markdown" and "".join(c["source"]).startswith(HEADING + "\n"))]
+    source = cell_text(stem).splitlines(keepends=True)
+    cells.append({"cell_type": "markdown", "id": "try-it", "metadata": {}, "source": source})
+    return {**notebook, "cells": cells}
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Write (or with --check, only compare) every notebook's Try it cell."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--check", action="store_true", help="change nothing; exit 1 if a cell is missing or stale")
+    args = parser.parse_args(argv)
+    stale = []
+    for path in sorted((ROOT / "notebooks").glob("*.ipynb")):
+        if path.stem not in PROMPTS:
+            stale.append(f"{path.name}: no prompts in tools/try_it.py")
+            continue
+        text = path.read_text(encoding="utf-8")
+        fresh = json.dumps(with_try_it(json.loads(text), path.stem), indent=1, ensure_ascii=False) + "\n"
+        if fresh != text:
+            stale.append(path.name)
+            if not args.check:
+                path.write_text(fresh, encoding="utf-8")
+    for name in stale:
+        print(f"{'stale' if args.check else 'written'}: {name}")
+    return 1 if args.check and stale else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
