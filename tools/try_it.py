@@ -218,6 +218,14 @@ PROMPTS: dict[str, tuple[list[str], list[tuple[str, str]]]] = {
         "`groups = [[2, 4, 6]]`: one expert instead of two. Does the spread between variants shrink?",
         "`seeds = [0, 1]`: is the ranking of the variants the same in both seeds?",
     ], [("fedlib/algorithms/pkd.py", "`partial_kd_loss`: the `normalise` and `t_squared` options")]),
+    "pkd_kd_stage_readings": ([
+        "`confirm_readings = [\"(a) fresh batch T^2\"]`: the reading again on a second seed, with FedAvg. Will "
+        "its gain keep its sign? Compare it with the round-to-round swing of FedAvg's worst class.",
+        "`window = [21, 30]` in the paper profile (the first ten KD rounds): a fresh start should trail FedAvg "
+        "there. By how much, and for how long?",
+        "`lam = 5.0`: a stronger KD term for every reading. Does the firing curve change shape?",
+    ], [("fedlib/algorithms/pkd.py", "`partial_kd_loss` (`normalise`) and `PKD.begin_round` (`student_init`)"),
+        ("fedlib/pkd_readings.py", "the readouts and `verdict`, the rule fixed before the runs")]),
     "pkd_table1_4_class_accuracy": ([
         "`pkd_student_init = \"fresh\"`: the other reading of where the KD stage starts. Which column "
         "changes most?",
