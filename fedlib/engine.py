@@ -15,7 +15,7 @@ import math
 import os
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Sequence
 
 import torch
@@ -75,8 +75,7 @@ def load_run_dataset(cfg: RunConfig) -> Dataset:
         split, options = split_option(cfg.dataset_options)
         dataset = load_dataset(cfg.dataset, data_dir=cfg.data_dir, download=cfg.download, **options)
         check_full_size(dataset, options, split, cfg.max_train_samples, cfg.max_test_samples)
-        if _source_key(cfg) not in _SOURCE_FINGERPRINTS:
-            _SOURCE_FINGERPRINTS[_source_key(cfg)] = fingerprint(dataset)
+        dataset = replace(dataset, fingerprint=dataset.fingerprint or fingerprint(dataset))
         dataset = apply_split(dataset, split, seed=cfg.seed)
         if cfg.max_train_samples or cfg.max_test_samples:
             dataset = dataset.subset(cfg.max_train_samples, cfg.max_test_samples, seed=cfg.seed)
@@ -348,7 +347,7 @@ def _meta(cfg: RunConfig, server: ServerState) -> dict:
             "environment": {**store.environment(), **precision_flags(server.device)}, "device": str(server.device),
             "dataset_source": server.data.dataset.source, "seed": cfg.seed,
             "method_hparams": server.hparams, "backend": cfg.backend,
-            "data_fingerprint": source_fingerprint(cfg), "trained_data": counts(server.data.dataset)}
+            "data_fingerprint": server.data.dataset.fingerprint, "trained_data": counts(server.data.dataset)}
 
 
 def _checkpoint(record: store.RunRecord, server: ServerState, rounds: list[dict], seconds: float) -> None:
