@@ -37,6 +37,8 @@ from pathlib import Path
 import yaml
 
 from fedlib.errors import FedlibError, one_of
+from fedlib.parameters import check_parameters
+from fedlib.yaml_input import load_yaml
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 COMMITTED_FOLDERS = ("figures", "tables")  # written only when publishing
@@ -60,20 +62,31 @@ def load_profiles(profiles_dir: Path, stem: str) -> dict[str, dict]:
     path = Path(profiles_dir) / f"{stem}.yaml"
     if not path.exists():
         return {}
-    profiles = yaml.safe_load(path.read_text()) or {}
+    profiles = load_yaml(path.read_text(encoding="utf-8"), str(path)) or {}
     if not isinstance(profiles, dict):
         raise FedlibError(f"{path} must map profile names to parameter mappings; fix the YAML")
     for name, params in profiles.items():
+        if not isinstance(name, str):
+            raise FedlibError(f"{path}: profile name {name!r} must be a string")
         if params is not None and not isinstance(params, dict):
             raise FedlibError(f"{path}: profile {name!r} must be a mapping of parameters")
+        if params and not all(isinstance(key, str) for key in params):
+            raise FedlibError(f"{path}: profile {name!r} has a parameter name that is not a string")
     return {name: dict(params or {}) for name, params in profiles.items()}
 
 
 def profile_values(root: Path, stem: str, profile: str | None) -> dict:
-    """The values ``profiles/<stem>.yaml`` gives under ``profile``; none for profile None or no yaml."""
-    profiles = load_profiles(Path(root) / "profiles", stem)
-    if profile is None or not profiles:
+    """The values ``profiles/<stem>.yaml`` gives under ``profile``; none for profile None. A profile
+    the file does not define (or a missing, empty or comment-only file) is an error: running the
+    parameters cell instead would write other settings under the profile's name."""
+    if profile is None:
         return {}
+    if not isinstance(profile, str):
+        raise FedlibError(f"profile must be a profile name (a string) or None, got {profile!r}")
+    profiles = load_profiles(Path(root) / "profiles", stem)
+    if not profiles:
+        raise FedlibError(f"profile {profile!r} asked for, but profiles/{stem}.yaml defines no profile (missing, "
+                          "empty or only comments); define it there, or run with profile None")
     if profile not in profiles:
         raise one_of("profile", profile, profiles)
     return profiles[profile]
@@ -224,21 +237,32 @@ def apply_profile(stem: str, namespace: dict) -> dict:
     _readable_numbers(shell)
     _short_warnings(shell)
     root = find_root(stem)
-    names = list(cell_defaults(root / "notebooks" / f"{stem}.ipynb"))
+    declared = cell_defaults(root / "notebooks" / f"{stem}.ipynb")
+    names = list(declared)
     values = {name: namespace[name] for name in names if name in namespace}
     passed = passed_names(namespace)
     if passed is None:  # a script executing the cells set every parameter and answers for them
         resolved = resolve_parameters(stem, values, values, root)
+        _check_kinds(stem, declared, resolved, root)
         namespace.update(resolved)
         return resolved
     unknown = sorted(passed - set(names))
     if unknown:
         raise FedlibError(f"{stem} has no parameter {', '.join(unknown)}; its parameters: {', '.join(names)}")
     resolved = resolve_parameters(stem, values, {name: values[name] for name in passed}, root)
+    _check_kinds(stem, declared, resolved, root)
     check_unpublished(resolved, root)
     namespace.update(resolved)
     print(describe(stem, values, resolved, passed, root))
     return resolved
+
+
+def _check_kinds(stem: str, declared: dict, resolved: dict, root: Path) -> None:
+    """The chosen profile's values, then the values the notebook runs with, against the kinds of
+    its parameters cell (fedlib.parameters): one line for the first that differs."""
+    profile = resolved.get("profile")
+    check_parameters(f"profiles/{stem}.yaml ({profile})", declared, profile_values(root, stem, profile))
+    check_parameters(stem, declared, resolved)
 
 
 def _readable_numbers(shell) -> None:
