@@ -561,37 +561,19 @@ def _stored_result(cfg: RunConfig, record: store.RunRecord) -> RunResult:
     with ``cfg``; one line refusing it otherwise. A diverged run is served with a warning."""
     try:
         summary, rounds = record.read_summary(), record.read_rounds()
-        stored_hash = record.read_config().hash()
+        stored = record.read_config()
         record.read_meta()  # a damaged meta.json is a corrupt run too
     except (ValueError, KeyError, TypeError, OSError, FedlibError) as exc:
         raise FedlibError(f"stored run {record.folder} is corrupt ({type(exc).__name__}: "
                           f"{str(exc).splitlines()[0][:120] if str(exc) else ''}); delete the folder to "
                           "recompute it") from None
-    problem = _inconsistency(cfg, stored_hash, summary, rounds)
+    problem = store.inconsistency(cfg.hash(), stored, summary, rounds)
     if problem:
         raise FedlibError(f"stored run {record.folder} is inconsistent: {problem}; delete the folder to recompute it")
     check_served_data(cfg, record)
     if summary.get("diverged"):
         _warn_diverged(cfg, len(rounds) - 1, stored=True)
     return RunResult(cfg, rounds, summary, record.folder)
-
-
-def _inconsistency(cfg: RunConfig, stored_hash: str, summary: Any, rounds: list[dict]) -> str | None:
-    """Why a complete run's files disagree with each other or with ``cfg`` (None when they agree).
-    A run that did not diverge must hold all of ``cfg.rounds`` rounds: a shorter one is refused,
-    never served as the config's result (nor retrained over its summary)."""
-    if stored_hash != cfg.hash():
-        return f"its config.json hashes to {stored_hash}, not {cfg.hash()}"
-    if not isinstance(summary, dict) or summary.get("rounds_run") != len(rounds):
-        counted = summary.get("rounds_run") if isinstance(summary, dict) else "?"
-        return f"its summary counts {counted} rounds but rounds.jsonl holds {len(rounds)}"
-    if [r.get("round") for r in rounds] != list(range(len(rounds))):
-        return "rounds.jsonl does not hold rounds 0, 1, 2, ... in order"
-    if len(rounds) > cfg.rounds:
-        return f"it holds {len(rounds)} rounds but its config {cfg.rounds}"
-    if len(rounds) < cfg.rounds and not summary.get("diverged"):
-        return f"it holds {len(rounds)} of its config's {cfg.rounds} rounds and did not diverge"
-    return None
 
 
 def _check_consistent(record: store.RunRecord, server: ServerState, rounds: list[dict], cfg: RunConfig) -> None:

@@ -47,7 +47,7 @@ def explain(error: BaseException) -> str | None:
         label = _KNOWN_THIRD_PARTY.get((klass.__module__.split(".")[0], klass.__name__))
         if label:
             return f"{label}: {_yaml_problem(error) or _first_line(error)}"
-    if isinstance(error, OverflowError):
+    if isinstance(error, OverflowError) or (isinstance(error, RuntimeError) and "without overflow" in str(error)):
         return f"a number is too large ({_first_line(error)}); use a smaller value"
     return None
 
