@@ -36,7 +36,7 @@ from pathlib import Path
 
 import yaml
 
-from fedlib.errors import FedlibError, one_of
+from fedlib.errors import FedlibError, explain, one_of
 from fedlib.parameters import check_parameters
 from fedlib.yaml_input import load_yaml
 
@@ -329,13 +329,22 @@ def _shell():
     return get_ipython()
 
 
+# what a cell may raise on bad input: shown as one line when fedlib.errors.explain knows the error
+ONE_LINE_ERRORS = (FedlibError, yaml.YAMLError, json.JSONDecodeError, OverflowError, RuntimeError)
+
+
 def _one_line_errors(shell) -> None:
-    """Show a :class:`FedlibError` raised in a notebook cell as one line, not a traceback."""
+    """Show a :class:`FedlibError` raised in a notebook cell as one line, not a traceback, and so
+    every input error :func:`fedlib.errors.explain` knows (invalid YAML or JSON, an overflow);
+    any other error keeps its traceback."""
 
     def show(shell, etype, value, tb, tb_offset=None):
-        line = f"{etype.__name__}: {value}"
+        explained = explain(value)
+        if explained is None:
+            return shell.showtraceback((etype, value, tb), tb_offset=tb_offset)
+        line = f"{etype.__name__}: {explained}"
         shell._showtraceback(etype, value, [line])  # the error output (and reply) papermill reads
         return [line]
 
     if shell is not None and FedlibError not in shell.custom_exceptions:
-        shell.set_custom_exc((FedlibError,), show)
+        shell.set_custom_exc(ONE_LINE_ERRORS, show)

@@ -126,3 +126,17 @@ def test_bad_command_lines_are_one_line(tmp_path, capsys, monkeypatch, argv, say
     assert cli.main(argv) == 2
     err = capsys.readouterr().err
     assert says in err and err.count("\n") == 1, err
+
+
+@pytest.mark.parametrize("argv, says", [
+    (["--workers", "0"], "--workers must be >= 1, got 0"),
+    (["--workers", "-2", "--executor", "local"], "--workers must be >= 1, got -2"),
+    (["--threads", "100000"], "threads must be between 1 and the"),
+    (["--results", ""], "--results '' names no folder"),
+])
+def test_reproduce_refuses_bad_counts_and_empty_folders_in_one_line(capsys, argv, says):
+    from fedlib import reproduce
+
+    assert reproduce.main(["--only", "getting_started", *argv]) == 2
+    err = capsys.readouterr().err
+    assert says in err and err.count("\n") == 1, err
