@@ -70,3 +70,9 @@ def test_from_yaml_bad_input_is_one_line(text, says):
     with pytest.raises(FedlibError, match=says) as caught:
         RunConfig.from_yaml(text)
     assert "\n" not in str(caught.value)
+
+
+@pytest.mark.parametrize("value", [float("inf"), "1e999", float("nan")])
+def test_a_non_finite_method_argument_is_refused(value):
+    with pytest.raises(FedlibError, match="outside its allowed range"):
+        RunConfig(method="fedprox", method_args={"mu": value})
