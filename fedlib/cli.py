@@ -12,6 +12,7 @@ import json
 import os
 import shlex
 import sys
+import warnings
 from typing import Any, Sequence
 
 from fedlib.errors import FedlibError, explain
@@ -504,17 +505,27 @@ def _cmd_methods(ns: argparse.Namespace) -> int:
     return 0
 
 
+def _one_line_warning(message, category, filename, lineno, line=None) -> str:
+    """A warning as ``Category: message``, without the source line Python prints under it."""
+    return f"{category.__name__}: {message}\n"
+
+
 def _check_folders(ns: argparse.Namespace) -> None:
     """An empty folder option (``--results ''``) names no folder: one line, not the default."""
     for name, option in (("results", "--results"), ("data", "--data"), ("out", "--out")):
         value = getattr(ns, name, None)
         if value is not None and not str(value).strip():
-            raise FedlibError(f"{option} {value!r} names no folder; give a folder, or leave {option} out for the default")
+            raise FedlibError(f"{option} {value!r} names no folder; give a folder" +
+                              ("" if name == "out" else f", or leave {option} out for the default"))
+    data = getattr(ns, "data", None)
+    if data is not None and not os.path.isdir(data):
+        raise FedlibError(f"--data {data}: no such folder")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point; returns the exit status."""
     argv = list(sys.argv[1:] if argv is None else argv)
+    warnings.formatwarning = _one_line_warning
     try:
         ns = _build_parser().parse_args(argv)
         _check_folders(ns)

@@ -13,7 +13,8 @@ class FedlibError(ValueError):
 def one_of(kind: str, name: str, valid) -> FedlibError:
     """Build the standard 'unknown X' error listing the valid choices."""
     choices = ", ".join(sorted(valid))
-    return FedlibError(f"unknown {kind} {name!r}; valid {kind}s: {choices}")
+    plural = f"{kind}es" if kind.endswith("s") else f"{kind}s"
+    return FedlibError(f"unknown {kind} {name!r}; valid {plural}: {choices}")
 
 
 def one_line(error: object) -> str:

@@ -17,6 +17,7 @@ the limit tau -> 0+ keeps the infinite margins, i.e. the softmax restricted to t
 
 from __future__ import annotations
 
+import torch
 import torch.nn.functional as F
 from torch import Tensor
 
@@ -25,8 +26,10 @@ from fedlib.algorithms.base import POSITIVE, Algorithm, ClientContext, Outputs
 
 
 def calibrated_logits(logits: Tensor, class_counts: Tensor, tau: float = 0.5) -> Tensor:
-    """z_c - tau * n_c^(-1/4); -inf for classes with n_c = 0."""
-    margin = tau * class_counts.to(logits.dtype).pow(-0.25)  # 0^(-1/4) = inf
+    """z_c - tau * n_c^(-1/4); -inf for classes with n_c = 0 (for any tau > 0, also one that
+    float32 rounds to 0, where tau * inf would be NaN)."""
+    counts = class_counts.to(logits.dtype)
+    margin = torch.where(counts > 0, tau * counts.pow(-0.25), torch.full_like(counts, float("inf")))
     return logits - margin
 
 
