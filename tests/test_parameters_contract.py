@@ -119,3 +119,26 @@ def test_every_committed_profile_passes_the_contract():
         declared = cell_defaults(notebook)
         for values in load_profiles(REPO_ROOT / "profiles", notebook.stem).values():
             check_parameters(notebook.stem, declared, {**declared, **values})
+
+
+@pytest.mark.notebook
+@pytest.mark.parametrize("profiles, parameters, says", [
+    ("# nothing here yet\n", {"profile": "quick"}, "profile 'quick' asked for, but profiles/probe.yaml defines no profile"),
+    ("quick: {}\n", {"profile": "quick", "seeds": 3}, "parameter seeds takes a list"),
+    ("quick: {}\n", {"profile": "quick", "seeds": "[]"}, "parameter seeds is an empty list"),
+])
+def test_papermill_stops_with_one_line(tmp_path, profiles, parameters, says):
+    papermill = pytest.importorskip("papermill")
+    nbformat = pytest.importorskip("nbformat")
+    repo = probe_repo(tmp_path / "repo", profiles)
+    notebook = nbformat.v4.new_notebook()
+    notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    notebook.cells = [nbformat.v4.new_code_cell(PARAMETERS, metadata={"tags": ["parameters"]}),
+                      nbformat.v4.new_code_cell('from fedlib.notebook import apply_profile\n'
+                                                'apply_profile("probe", globals())')]
+    nbformat.write(notebook, repo / "notebooks" / "probe.ipynb")
+    with pytest.raises(papermill.PapermillExecutionError) as error:
+        papermill.execute_notebook(str(repo / "notebooks" / "probe.ipynb"), str(tmp_path / "out.ipynb"),
+                                   kernel_name="python3", cwd=str(repo), parameters=parameters, progress_bar=False)
+    assert error.value.ename == "FedlibError" and says in error.value.evalue
+    assert error.value.traceback == [f"FedlibError: {error.value.evalue}"]
