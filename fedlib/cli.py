@@ -12,9 +12,10 @@ import json
 import os
 import shlex
 import sys
+import warnings
 from typing import Any, Sequence
 
-from fedlib.errors import FedlibError
+from fedlib.errors import FedlibError, explain
 
 # ``fedlib run``'s defaults where they depart from RunConfig's (which stay as they are: they key the
 # runs the notebooks store): the setting the papers share, so a first run learns.
@@ -265,6 +266,16 @@ def config_from_args(ns: argparse.Namespace):
         precision=ns.precision, channels_last=ns.channels_last, **({"backend": ns.backend} if ns.backend else {}))
 
 
+# options of fedlib sweep that say where or how runs happen, not what they compute: a grid over one
+# would collapse to one run per point of the other axes
+NOT_A_RUN = {
+    **{dest: "it says where a run happens, not what it computes (no part of the config hash)"
+       for dest in ("device", "data", "results", "download", "backend", "channels_last", "threads")},
+    **{dest: "it is an option of the sweep itself, not of a run"
+       for dest in ("executor", "workers", "address", "verbose", "quiet", "json", "no_store")},
+}
+
+
 def grid_namespaces(ns: argparse.Namespace) -> list[argparse.Namespace]:
     """One namespace per combination of the ``--grid OPTION=V1,V2`` values (typed as the option is)."""
     import itertools
@@ -279,6 +290,9 @@ def grid_namespaces(ns: argparse.Namespace) -> list[argparse.Namespace]:
         if not sep or not items or action is None or action.nargs == 0 or dest in ("grid", "parser"):
             raise FedlibError(f"--grid expects OPTION=V1,V2,... with an option of fedlib run that takes a value, "
                               f"got {pair!r}")
+        if dest in NOT_A_RUN:
+            raise FedlibError(f"--grid {option.strip()}: {NOT_A_RUN[dest]}; a grid varies what a run computes "
+                              "(give the option once, outside --grid)")
         try:
             axes.append((dest, [action.type(v) if action.type else v for v in items]))
         except ValueError:
@@ -297,6 +311,8 @@ def _cmd_sweep(ns: argparse.Namespace) -> int:
 
     if ns.no_store:
         raise FedlibError("fedlib sweep trains into the results store; leave out --no-store")
+    if ns.workers is not None and ns.workers < 1:
+        raise FedlibError(f"--workers must be >= 1, got {ns.workers}")
     configs = [config_from_args(variant) for variant in grid_namespaces(ns)]
     outcomes = execute(configs, executor=ns.executor, workers=ns.workers, threads=ns.threads, results_dir=ns.results,
                        address=ns.address, progress=not ns.quiet, verbose=ns.verbose)
@@ -435,11 +451,14 @@ def _cmd_list(ns: argparse.Namespace) -> int:
 def _cmd_show(ns: argparse.Namespace) -> int:
     from fedlib import listing
 
+    if ns.every is not None and ns.every < 1:
+        raise FedlibError(f"--every must be >= 1 (a row every that many rounds), got {ns.every}")
     run = listing.find_run(ns.hash, ns.results)
     if ns.json:
         if run.config is None:
             raise FedlibError(f"stored run {run.record.folder} is corrupt ({run.problem})")
-        out = {"config": run.config.to_dict(), "meta": run.record.read_meta(), "summary": run.summary}
+        out = {"config": run.config.to_dict(), "meta": listing.readable_meta(run.record), "summary": run.summary,
+               "status": run.status, **({"problem": run.problem} if run.problem else {})}
         print(json.dumps(out, indent=2))
         return 0
     print("\n".join(listing.show_lines(run, ns.every)))
@@ -452,14 +471,14 @@ def _cmd_export(ns: argparse.Namespace) -> int:
     filters = _filters(ns)
     export.summary_api()  # the missing package is reported before anything is read
     runs = listing.select(listing.stored_runs(ns.results), **filters)
-    readable = [run for run in runs if run.config is not None]
+    readable = listing.sound(runs)
     if not readable:
-        print(f"nothing to export: no readable run in {store.results_root(ns.results)}"
+        print(f"nothing to export: no sound run in {store.results_root(ns.results)}"
               + (" matches the filters" if filters else ""))
         return 0
     written = export.export_tensorboard(readable, ns.out)
     skipped = len(runs) - len(readable)
-    note = f"; {skipped} corrupt run{'s' if skipped != 1 else ''} skipped" if skipped else ""
+    note = f"; {skipped} damaged or corrupt run{'s' if skipped != 1 else ''} skipped" if skipped else ""
     count = f"{len(written)} run{'s' if len(written) != 1 else ''}"
     print(f"exported {count} to {ns.out}{note}; view them with: tensorboard --logdir {shlex.quote(ns.out)}")
     return 0
@@ -486,18 +505,37 @@ def _cmd_methods(ns: argparse.Namespace) -> int:
     return 0
 
 
+def _one_line_warning(message, category, filename, lineno, line=None) -> str:
+    """A warning as ``Category: message``, without the source line Python prints under it."""
+    return f"{category.__name__}: {message}\n"
+
+
+def _check_folders(ns: argparse.Namespace) -> None:
+    """An empty folder option (``--results ''``) names no folder: one line, not the default."""
+    for name, option in (("results", "--results"), ("data", "--data"), ("out", "--out")):
+        value = getattr(ns, name, None)
+        if value is not None and not str(value).strip():
+            raise FedlibError(f"{option} {value!r} names no folder; give a folder" +
+                              ("" if name == "out" else f", or leave {option} out for the default"))
+    data = getattr(ns, "data", None)
+    if data is not None and not os.path.isdir(data):
+        raise FedlibError(f"--data {data}: no such folder")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point; returns the exit status."""
     argv = list(sys.argv[1:] if argv is None else argv)
+    warnings.formatwarning = _one_line_warning
     try:
         ns = _build_parser().parse_args(argv)
+        _check_folders(ns)
         if ns.command == "run":
             return _cmd_run(ns, argv)
         handler = {"sweep": _cmd_sweep, "list": _cmd_list, "show": _cmd_show, "export": _cmd_export,
                    "methods": _cmd_methods, "migrate": _cmd_migrate}[ns.command]
         return handler(ns)
     except FedlibError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {explain(exc)}", file=sys.stderr)
         return 2
     except BrokenPipeError:  # the reader went away (fedlib list | head): stop quietly
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
@@ -508,6 +546,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    except Exception as exc:  # noqa: BLE001 - a known third-party input error becomes one line
+        line = explain(exc)
+        if line is None:
+            raise  # not an input error fedlib knows: a bug, keep its traceback
+        print(f"error: {line}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -100,6 +100,7 @@ class RunConfig:
         options = {k: v for k, v in (self.dataset_options or {}).items() if (k, v) != ("split", "standard")}
         object.__setattr__(self, "dataset_options", dict(sorted(options.items())))  # the default split is no option
         validate(self)
+        _canonicalise(self)
 
     # ----------------------------------------------------------------- identity
     def hashed_fields(self) -> dict[str, Any]:
@@ -146,14 +147,15 @@ class RunConfig:
     @classmethod
     def from_dict(cls, values: dict[str, Any]) -> "RunConfig":
         """Build from a dict; unknown keys are an error, not silently dropped."""
+        if not isinstance(values, dict):
+            raise FedlibError(f"a RunConfig is built from a dict of fields, got {type(values).__name__}")
         known = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(values) - known - {"results_version"})
-        if unknown:
-            raise FedlibError(f"unknown RunConfig field(s) {unknown}; valid fields: {sorted(known)}")
+        _check_field_names({k: v for k, v in values.items() if k != "results_version"})
         return cls(**{k: v for k, v in values.items() if k in known})
 
     def replace(self, **changes: Any) -> "RunConfig":
-        """A copy with some fields changed (validated again)."""
+        """A copy with some fields changed (validated again); an unknown field is one line."""
+        _check_field_names(changes)
         return dataclasses.replace(self, **changes)
 
     def to_json(self) -> str:
@@ -166,9 +168,50 @@ class RunConfig:
 
     @classmethod
     def from_yaml(cls, text: str) -> "RunConfig":
-        import yaml
+        """Build from YAML text; invalid YAML, a key given twice or a non-mapping is one line."""
+        from fedlib.yaml_input import load_yaml
 
-        return cls.from_dict(yaml.safe_load(text) or {})
+        values = load_yaml(text, "RunConfig YAML") or {}
+        if not isinstance(values, dict):
+            raise FedlibError(f"RunConfig YAML must be a mapping of fields, got {type(values).__name__}")
+        return cls.from_dict(values)
+
+
+# --------------------------------------------------------------------- one form per config
+FLOAT32_MAX = 3.4028234663852886e38  # training runs in float32: a larger setting overflows there
+
+
+def _check_field_names(values: dict[str, Any]) -> None:
+    """One line for a name that is no RunConfig field."""
+    known = {f.name for f in dataclasses.fields(RunConfig)}
+    unknown = sorted(set(values) - known)
+    if unknown:
+        raise FedlibError(f"unknown RunConfig field(s) {unknown}; valid fields: {sorted(known)}")
+
+
+def _canonicalise(cfg: RunConfig) -> None:
+    """Give a validated config its one canonical form, so that one computation has one hash:
+    whole numbers in float fields become floats (``lr=1`` is ``lr=1.0``), method arguments take
+    their declared types (``mu=1`` is ``mu=1.0``), and a sample cap at least the size of the split
+    it caps is no cap (the engine keeps the whole split either way)."""
+    for item in dataclasses.fields(cfg):
+        value = getattr(cfg, item.name)
+        if str(item.type) == "float" and isinstance(value, int):
+            object.__setattr__(cfg, item.name, float(value))
+    object.__setattr__(cfg, "method_args", typed_method_args(cfg.method, cfg.method_args, cfg.dataset))
+    from fedlib.data_check import split_sizes
+
+    sizes = split_sizes(cfg.dataset, cfg.dataset_options)
+    if sizes is not None:
+        for name, size in zip(("max_train_samples", "max_test_samples"), sizes):
+            if getattr(cfg, name) is not None and getattr(cfg, name) >= size:
+                object.__setattr__(cfg, name, None)
+
+
+def typed_method_args(method: str, args: dict[str, Any], dataset: str | None = None) -> dict[str, Any]:
+    """``args`` (only those given) converted to the types of the method's defaults."""
+    resolved = resolve_hparams(method_class(method), args, dataset)
+    return {key: resolved[key] for key in args}
 
 
 # --------------------------------------------------------------------- hash helpers
@@ -241,7 +284,8 @@ def _check_names(cfg: RunConfig) -> None:
 
 _KINDS = {  # a field's annotation -> (test, what the error message asks for)
     "int": (lambda v: isinstance(v, int) and not isinstance(v, bool), "a whole number"),
-    "float": (lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and v == v, "a number"),
+    "float": (lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and _float32(v),
+              "a number (finite, within float32's range)"),
     "str": (lambda v: isinstance(v, str), "a string"),
     "bool": (lambda v: isinstance(v, bool), "True or False"),
     "dict": (lambda v: isinstance(v, dict), "a dict"),
@@ -249,6 +293,14 @@ _KINDS = {  # a field's annotation -> (test, what the error message asks for)
     "str | None": (lambda v: v is None or isinstance(v, (str, os.PathLike)), "a path string or None"),
 }
 MAX_SEED = 2 ** 63 - 1
+
+
+def _float32(value: int | float) -> bool:
+    """Whether ``value`` is a number float32 training can hold (not NaN, not infinite, not huge)."""
+    try:
+        return abs(float(value)) <= FLOAT32_MAX
+    except OverflowError:
+        return False
 
 
 def _check_types(cfg: RunConfig) -> None:

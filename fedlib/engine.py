@@ -15,7 +15,7 @@ import math
 import os
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Sequence
 
 import torch
@@ -28,7 +28,8 @@ from fedlib.algorithms.base import Algorithm, ClientUpdate, Observer, notify
 from fedlib.augment import augment_spec, default_augmentation
 from fedlib.client_training import train_client
 from fedlib.config import RunConfig
-from fedlib.data import Dataset, apply_split, load_dataset, split_option
+from fedlib.data import Dataset, apply_split, load_dataset, missing_dataset_message, split_option
+from fedlib.data_check import COUNT_KEYS, check_full_size, counts, fingerprint, fingerprint_difference
 from fedlib.errors import FedlibError
 from fedlib.partition import make_partition
 from fedlib.state import FederatedData, ServerState, build_run_model, sample_clients
@@ -73,11 +74,56 @@ def load_run_dataset(cfg: RunConfig) -> Dataset:
     if key not in _DATASET_CACHE:
         split, options = split_option(cfg.dataset_options)
         dataset = load_dataset(cfg.dataset, data_dir=cfg.data_dir, download=cfg.download, **options)
+        check_full_size(dataset, options, split, cfg.max_train_samples, cfg.max_test_samples)
+        dataset = replace(dataset, fingerprint=dataset.fingerprint or fingerprint(dataset))
         dataset = apply_split(dataset, split, seed=cfg.seed)
         if cfg.max_train_samples or cfg.max_test_samples:
             dataset = dataset.subset(cfg.max_train_samples, cfg.max_test_samples, seed=cfg.seed)
         _DATASET_CACHE[key] = dataset
     return _DATASET_CACHE[key]
+
+
+_SOURCE_FINGERPRINTS: dict[tuple, dict] = {}
+
+
+def _source_key(cfg: RunConfig) -> tuple:
+    """What picks the loaded dataset before any re-split or cap: name, loader options, folder."""
+    return cfg.dataset, json.dumps(split_option(cfg.dataset_options)[1], sort_keys=True), cfg.data_dir
+
+
+def source_fingerprint(cfg: RunConfig) -> dict | None:
+    """The fingerprint (fedlib.data_check.fingerprint) of the dataset ``cfg`` loads here, before
+    its re-split and caps; None when the data are not here (nothing is downloaded for it)."""
+    key = _source_key(cfg)
+    if key not in _SOURCE_FINGERPRINTS:
+        if missing_dataset_message(cfg.dataset, cfg.data_dir) is not None:
+            return None
+        options = split_option(cfg.dataset_options)[1]
+        _SOURCE_FINGERPRINTS[key] = fingerprint(load_dataset(cfg.dataset, data_dir=cfg.data_dir, **options))
+    return _SOURCE_FINGERPRINTS[key]
+
+
+def check_served_data(cfg: RunConfig, record: store.RunRecord) -> None:
+    """Refuse (one line) to serve a stored run trained on data of other sizes or class counts than
+    the data here; warn when only the content digest differs (the same images encoded otherwise,
+    e.g. a JPEG copy). Nothing to compare when the run recorded no fingerprint (runs stored
+    before fingerprints, such as the reference runs, trained on the full data) or the data are
+    not here."""
+    stored = record.read_meta().get("data_fingerprint")
+    if not isinstance(stored, dict):
+        return
+    here = source_fingerprint(cfg)
+    difference = None if here is None else fingerprint_difference(stored, here)
+    if difference is None:
+        return
+    if all(stored.get(key) == here.get(key) for key in COUNT_KEYS):  # only the digest differs
+        import warnings
+
+        warnings.warn(f"run {cfg.hash()} was trained on other images of the same sizes ({difference}); served "
+                      "anyway", store.ProvenanceWarning, stacklevel=4)
+        return
+    raise FedlibError(f"stored run {record.folder} was trained on other data than {cfg.dataset} here ({difference}); "
+                      "not served: use the data it was trained on, or delete the folder to train on these")
 
 
 # ====================================================================== evaluation
@@ -300,7 +346,8 @@ def _meta(cfg: RunConfig, server: ServerState) -> dict:
     return {"fedlib_version": __version__, "code_revision": store.code_revision(),
             "environment": {**store.environment(), **precision_flags(server.device)}, "device": str(server.device),
             "dataset_source": server.data.dataset.source, "seed": cfg.seed,
-            "method_hparams": server.hparams, "backend": cfg.backend}
+            "method_hparams": server.hparams, "backend": cfg.backend,
+            "data_fingerprint": server.data.dataset.fingerprint, "trained_data": counts(server.data.dataset)}
 
 
 def _checkpoint(record: store.RunRecord, server: ServerState, rounds: list[dict], seconds: float) -> None:
@@ -514,35 +561,19 @@ def _stored_result(cfg: RunConfig, record: store.RunRecord) -> RunResult:
     with ``cfg``; one line refusing it otherwise. A diverged run is served with a warning."""
     try:
         summary, rounds = record.read_summary(), record.read_rounds()
-        stored_hash = record.read_config().hash()
+        stored = record.read_config()
+        record.read_meta()  # a damaged meta.json is a corrupt run too
     except (ValueError, KeyError, TypeError, OSError, FedlibError) as exc:
         raise FedlibError(f"stored run {record.folder} is corrupt ({type(exc).__name__}: "
                           f"{str(exc).splitlines()[0][:120] if str(exc) else ''}); delete the folder to "
                           "recompute it") from None
-    problem = _inconsistency(cfg, stored_hash, summary, rounds)
+    problem = store.inconsistency(cfg.hash(), stored, summary, rounds)
     if problem:
         raise FedlibError(f"stored run {record.folder} is inconsistent: {problem}; delete the folder to recompute it")
+    check_served_data(cfg, record)
     if summary.get("diverged"):
         _warn_diverged(cfg, len(rounds) - 1, stored=True)
     return RunResult(cfg, rounds, summary, record.folder)
-
-
-def _inconsistency(cfg: RunConfig, stored_hash: str, summary: Any, rounds: list[dict]) -> str | None:
-    """Why a complete run's files disagree with each other or with ``cfg`` (None when they agree).
-    A run that did not diverge must hold all of ``cfg.rounds`` rounds: a shorter one is refused,
-    never served as the config's result (nor retrained over its summary)."""
-    if stored_hash != cfg.hash():
-        return f"its config.json hashes to {stored_hash}, not {cfg.hash()}"
-    if not isinstance(summary, dict) or summary.get("rounds_run") != len(rounds):
-        counted = summary.get("rounds_run") if isinstance(summary, dict) else "?"
-        return f"its summary counts {counted} rounds but rounds.jsonl holds {len(rounds)}"
-    if [r.get("round") for r in rounds] != list(range(len(rounds))):
-        return "rounds.jsonl does not hold rounds 0, 1, 2, ... in order"
-    if len(rounds) > cfg.rounds:
-        return f"it holds {len(rounds)} rounds but its config {cfg.rounds}"
-    if len(rounds) < cfg.rounds and not summary.get("diverged"):
-        return f"it holds {len(rounds)} of its config's {cfg.rounds} rounds and did not diverge"
-    return None
 
 
 def _check_consistent(record: store.RunRecord, server: ServerState, rounds: list[dict], cfg: RunConfig) -> None:

@@ -149,7 +149,7 @@ class _LocalWorker:
     def __init__(self, threads: int, gpu: int | None):
         context = multiprocessing.get_context("spawn")
         self.connection, child = context.Pipe()
-        self.process = context.Process(target=_worker_loop, args=(child, threads, gpu), daemon=True,
+        self.process = context.Process(target=_worker_loop, args=(child, threads, gpu, os.getpid()), daemon=True,
                                        name="fedlib-worker")
         self.process.start()
         child.close()
@@ -187,8 +187,11 @@ class _LocalWorker:
         self.connection.close()
 
 
-def _worker_loop(connection, threads: int, gpu: int | None) -> None:
-    """A local worker: a config dict in, its result out, until None arrives."""
+def _worker_loop(connection, threads: int, gpu: int | None, parent: int | None = None) -> None:
+    """A local worker: a config dict in, its result out, until None arrives; it dies with its
+    parent (``parent``, the executor's pid), even one killed with SIGKILL."""
+    if parent is not None:
+        _die_with(parent)
     if gpu is not None:  # before torch initialises CUDA: this worker sees one GPU, as cuda:0
         os.environ["CUDA_VISIBLE_DEVICES"] = str(gpu)
     try:
@@ -196,6 +199,24 @@ def _worker_loop(connection, threads: int, gpu: int | None) -> None:
             connection.send(train_one(job, threads))
     except (EOFError, BrokenPipeError, KeyboardInterrupt):  # the executor is gone, or Ctrl-C: its run resumes later
         return
+
+
+PARENT_POLL_SECONDS = 1.0
+
+
+def _die_with(parent: int) -> None:
+    """End this process as soon as process ``parent`` is gone: a daemon thread checks once a second
+    whether this process has been handed to another parent (what the OS does when the parent dies,
+    however it died). The run it was training keeps its last checkpoint and its claim, which the
+    next worker takes over (the claim's process is dead)."""
+    import threading
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(PARENT_POLL_SECONDS)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="fedlib-parent-watch", daemon=True).start()
 
 
 class _LocalPool:

@@ -17,10 +17,12 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from fedlib import store
-from fedlib.config import LOCATION_FIELDS, RunConfig
+from fedlib.config import LOCATION_FIELDS, RunConfig, hash_with_unread_settings
 from fedlib.errors import FedlibError, one_of
 
-STATUSES = ("done", "diverged", "partial", "running", "corrupt")
+# damaged: its files read but disagree (an edited config.json, a lost rounds.jsonl line, a broken
+# meta.json): what ``fedlib run`` refuses to serve; corrupt: its config.json or summary.json does not read
+STATUSES = ("done", "diverged", "partial", "running", "damaged", "corrupt")
 # the table's columns, in order (size stays third: scripts read "hash status size ...")
 COLUMNS = ("hash", "status", "size", "method", "dataset", "model", "partition", "clients", "rounds", "lr",
            "momentum", "seed", "final", "best", "updated", "other settings")
@@ -56,7 +58,7 @@ class StoredRun:
     config: RunConfig | None = None
     summary: dict | None = None
     rounds_done: int = 0
-    problem: str = ""  # why a corrupt run could not be read
+    problem: str = ""  # why a corrupt run could not be read, or what is wrong with a damaged one
     shadowed: store.RunRecord | None = None  # a working-store run of this hash the reference run is served before
 
     @property
@@ -74,7 +76,28 @@ def read_run(record: store.RunRecord) -> StoredRun:
         done = summary.get("rounds_run", 0) if summary else record.rounds_logged()
     except (ValueError, KeyError, TypeError, OSError, FedlibError) as exc:
         return StoredRun(record, "corrupt", problem=first_line(exc))
-    return StoredRun(record, _status(record, summary), cfg, summary, int(done or 0))
+    problem = damage(record, cfg, summary)
+    status = "damaged" if problem else _status(record, summary)
+    return StoredRun(record, status, cfg, summary, int(done or 0), problem=problem or "")
+
+
+def damage(record: store.RunRecord, cfg: RunConfig, summary: dict | None) -> str | None:
+    """What is wrong with a run whose config.json reads, by the checks ``fedlib run`` makes before
+    serving it (``store.inconsistency``), plus a meta.json or rounds.jsonl that does not parse;
+    None for a sound run. A folder named by the run's hash before ``fedlib migrate`` is sound."""
+    for name, read in (("meta.json", record.read_meta), ("rounds.jsonl", record.read_rounds)):
+        try:
+            read()
+        except (ValueError, OSError) as exc:
+            return f"its {name} cannot be read ({first_line(exc)})"
+    expected = record.folder.name
+    if expected == hash_with_unread_settings(cfg):
+        expected = cfg.hash()
+    if summary is not None:
+        return store.inconsistency(expected, cfg, summary, record.read_rounds())
+    if cfg.hash() != expected:
+        return f"its config.json hashes to {cfg.hash()}, not {expected}"
+    return store.rounds_problem(record.read_rounds())
 
 
 def _status(record: store.RunRecord, summary: dict | None) -> str:
@@ -90,8 +113,33 @@ def first_line(exc: BaseException) -> str:
 
 
 def stored_runs(results_dir: str | os.PathLike | None = None) -> list[StoredRun]:
-    """Every run folder of the working store, read."""
-    return [read_run(record) for record in store.list_runs(results_dir, complete_only=False)]
+    """Every run folder of the working store, read; a copy of a run under another folder name
+    (the same config and metrics as the folder its hash names) is left out, so a run is listed
+    and exported once."""
+    return without_copies([read_run(record) for record in store.list_runs(results_dir, complete_only=False)])
+
+
+def sound(runs: Iterable[StoredRun]) -> list[StoredRun]:
+    """The runs whose files read and agree (what ``fedlib export`` writes): not damaged, not corrupt."""
+    return [run for run in runs if run.config is not None and run.status not in ("damaged", "corrupt")]
+
+
+def without_copies(runs: list[StoredRun]) -> list[StoredRun]:
+    """``runs`` less every damaged run that merely copies another run, the one kept under its hash."""
+    by_name = {run.hash: run for run in runs}
+    kept = []
+    for run in runs:
+        original = by_name.get(run.config.hash()) if run.config is not None and run.status == "damaged" else None
+        if original is not None and original is not run and _same_run(run, original):
+            continue
+        kept.append(run)
+    return kept
+
+
+def _same_run(copy: StoredRun, original: StoredRun) -> bool:
+    """Whether ``copy`` holds ``original``'s config, summary and per-round metrics."""
+    return copy.config == original.config and copy.summary == original.summary and \
+        store.same_metrics(copy.record, original.record)
 
 
 def find_run(prefix: str, results_dir: str | os.PathLike | None = None) -> StoredRun:
@@ -268,7 +316,7 @@ def table_row(run: StoredRun) -> dict[str, str]:
     row = {"hash": run.hash, "status": run.status, "size": store.human_bytes(run.record.disk_bytes),
            "updated": when(run.record.last_modified())}
     cfg = run.config
-    if cfg is None:
+    if cfg is None or run.status == "damaged":
         return {**row, "problem": run.problem}
     summary = run.summary or {}
     done = str(run.rounds_done) if run.rounds_done == cfg.rounds else f"{run.rounds_done}/{cfg.rounds}"
@@ -285,7 +333,7 @@ def format_table(rows: list[dict[str, str]]) -> list[str]:
     widths = {c: max([len(c)] + [len(r[c]) for r in rows if c in r]) for c in COLUMNS}
     lines = [_line({c: c for c in COLUMNS}, widths)]
     for row in rows:
-        if "problem" in row:  # corrupt: what could be read, then why the rest could not
+        if "problem" in row:  # corrupt or damaged: what could be read, then what is wrong
             lines.append(_line({c: row[c] for c in ("hash", "status", "size")}, widths) + "  " + row["problem"])
         else:
             lines.append(_line(row, widths))
@@ -329,16 +377,36 @@ def show_lines(run: StoredRun, every: int | None = None) -> list[str]:
         raise FedlibError(f"stored run {run.record.folder} is corrupt ({run.problem}); delete the folder to "
                           "recompute it")
     cfg, record = run.config, run.record
-    lines = _headline(run) + _settings_lines(run) + [_provenance(run)] + resume_lines(record.read_meta(), cfg.rounds)
+    lines = _headline(run) + _settings_lines(run) + [_provenance(run)] + resume_lines(readable_meta(record), cfg.rounds)
+    if run.status == "damaged":
+        lines.append(f"DAMAGED: {run.problem}; fedlib run would not serve it: delete the folder to recompute it")
     if run.shadowed is not None:
         lines.append(_shadow_line(run))
-    rounds = record.read_rounds()
+    rounds = readable_rounds(record)
     if run.summary:
         lines += _accuracy_lines(run.summary, cfg.rounds)
     elif run.status == "partial":
         lines.append("not finished: rerun the command (or notebook) that started it to resume from its checkpoint")
     lines += curve_lines(rounds, every)
     return lines + _other_metrics(rounds)
+
+
+def readable_meta(record: store.RunRecord) -> dict:
+    """meta.json as a dict; {} when it is missing or does not read (the run is then 'damaged')."""
+    try:
+        meta = record.read_meta()
+    except (ValueError, OSError):
+        return {}
+    return meta if isinstance(meta, dict) else {}
+
+
+def readable_rounds(record: store.RunRecord) -> list[dict]:
+    """rounds.jsonl's rounds; [] when it does not read (the run is then 'damaged')."""
+    try:
+        rounds = record.read_rounds()
+    except (ValueError, OSError):
+        return []
+    return [r for r in rounds if isinstance(r, dict)]
 
 
 def _headline(run: StoredRun) -> list[str]:
@@ -361,7 +429,7 @@ def _settings_lines(run: StoredRun) -> list[str]:
     changed = non_default_settings(run.config, leave_out=_HEADLINE_FIELDS)
     text = ", ".join(f"{k}={_brief(v)}" for k, v in changed.items()) or "none"
     lines = [f"other settings that differ from RunConfig's defaults: {text}"]
-    hparams = (run.summary or {}).get("method_hparams") or run.record.read_meta().get("method_hparams") or {}
+    hparams = (run.summary or {}).get("method_hparams") or readable_meta(run.record).get("method_hparams") or {}
     if hparams:
         lines.append("method hyperparameters: " + ", ".join(f"{k}={_brief(v)}" for k, v in sorted(hparams.items())))
     return lines
@@ -393,7 +461,7 @@ def resume_lines(meta: dict, total_rounds: int) -> list[str]:
 
 
 def _provenance(run: StoredRun) -> str:
-    meta = run.record.read_meta()
+    meta = readable_meta(run.record)
     env = meta.get("environment") or {}
     revision = revision_label(meta.get("code_revision", "unknown"))
     gpu = f" ({env['gpu']})" if env.get("gpu") else ""

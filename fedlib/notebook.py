@@ -43,7 +43,9 @@ from pathlib import Path
 
 import yaml
 
-from fedlib.errors import FedlibError, one_of
+from fedlib.errors import FedlibError, explain, one_of
+from fedlib.parameters import check_parameters
+from fedlib.yaml_input import load_yaml
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 COMMITTED_FOLDERS = ("figures", "tables")  # written only when publishing
@@ -68,20 +70,31 @@ def load_profiles(profiles_dir: Path, stem: str) -> dict[str, dict]:
     path = Path(profiles_dir) / f"{stem}.yaml"
     if not path.exists():
         return {}
-    profiles = yaml.safe_load(path.read_text()) or {}
+    profiles = load_yaml(path.read_text(encoding="utf-8"), str(path)) or {}
     if not isinstance(profiles, dict):
         raise FedlibError(f"{path} must map profile names to parameter mappings; fix the YAML")
     for name, params in profiles.items():
+        if not isinstance(name, str):
+            raise FedlibError(f"{path}: profile name {name!r} must be a string")
         if params is not None and not isinstance(params, dict):
             raise FedlibError(f"{path}: profile {name!r} must be a mapping of parameters")
+        if params and not all(isinstance(key, str) for key in params):
+            raise FedlibError(f"{path}: profile {name!r} has a parameter name that is not a string")
     return {name: dict(params or {}) for name, params in profiles.items()}
 
 
 def profile_values(root: Path, stem: str, profile: str | None) -> dict:
-    """The values ``profiles/<stem>.yaml`` gives under ``profile``; none for profile None or no yaml."""
-    profiles = load_profiles(Path(root) / "profiles", stem)
-    if profile is None or not profiles:
+    """The values ``profiles/<stem>.yaml`` gives under ``profile``; none for profile None. A profile
+    the file does not define (or a missing, empty or comment-only file) is an error: running the
+    parameters cell instead would write other settings under the profile's name."""
+    if profile is None:
         return {}
+    if not isinstance(profile, str):
+        raise FedlibError(f"profile must be a profile name (a string) or None, got {profile!r}")
+    profiles = load_profiles(Path(root) / "profiles", stem)
+    if not profiles:
+        raise FedlibError(f"profile {profile!r} asked for, but profiles/{stem}.yaml defines no profile (missing, "
+                          "empty or only comments); define it there, or run with profile None")
     if profile not in profiles:
         raise one_of("profile", profile, profiles)
     return profiles[profile]
@@ -271,11 +284,13 @@ def apply_profile(stem: str, namespace: dict) -> dict:
     _short_warnings(shell)
     root = find_root(stem)
     notebook = root / "notebooks" / f"{stem}.ipynb"
-    names = list(cell_defaults(notebook))
+    declared = cell_defaults(notebook)
+    names = list(declared)
     values = {name: namespace[name] for name in names if name in namespace}
     passed = passed_names(namespace)
     if passed is None:  # a script executing the cells set every parameter and answers for them
         resolved = resolve_parameters(stem, values, values, root)
+        _check_kinds(stem, declared, resolved, root)
         namespace.update(resolved)
         return resolved
     unknown = sorted(passed - set(names))
@@ -283,11 +298,20 @@ def apply_profile(stem: str, namespace: dict) -> dict:
         raise FedlibError(f"{stem} has no parameter {', '.join(unknown)}; its parameters: {', '.join(names)}")
     kept = set() if passed else edited_names(values, shipped_defaults(notebook))
     resolved = resolve_parameters(stem, values, {name: values[name] for name in passed}, root, kept=kept)
+    _check_kinds(stem, declared, resolved, root)
     check_unpublished(resolved, root)
     namespace.update(resolved)
-    cell = {**values, **{name: value for name, value in cell_defaults(notebook).items() if name in passed}}
+    cell = {**values, **{name: value for name, value in declared.items() if name in passed}}
     print(describe(stem, cell, resolved, passed, kept, root))
     return resolved
+
+
+def _check_kinds(stem: str, declared: dict, resolved: dict, root: Path) -> None:
+    """The chosen profile's values, then the values the notebook runs with, against the kinds of
+    its parameters cell (fedlib.parameters): one line for the first that differs."""
+    profile = resolved.get("profile")
+    check_parameters(f"profiles/{stem}.yaml ({profile})", declared, profile_values(root, stem, profile))
+    check_parameters(stem, declared, resolved)
 
 
 def _readable_numbers(shell) -> None:
@@ -368,13 +392,22 @@ def _shell():
     return get_ipython()
 
 
+# what a cell may raise on bad input: shown as one line when fedlib.errors.explain knows the error
+ONE_LINE_ERRORS = (FedlibError, yaml.YAMLError, json.JSONDecodeError, OverflowError, RuntimeError)
+
+
 def _one_line_errors(shell) -> None:
-    """Show a :class:`FedlibError` raised in a notebook cell as one line, not a traceback."""
+    """Show a :class:`FedlibError` raised in a notebook cell as one line, not a traceback, and so
+    every input error :func:`fedlib.errors.explain` knows (invalid YAML or JSON, an overflow);
+    any other error keeps its traceback."""
 
     def show(shell, etype, value, tb, tb_offset=None):
-        line = f"{etype.__name__}: {value}"
+        explained = explain(value)
+        if explained is None:
+            return shell.showtraceback((etype, value, tb), tb_offset=tb_offset)
+        line = f"{etype.__name__}: {explained}"
         shell._showtraceback(etype, value, [line])  # the error output (and reply) papermill reads
         return [line]
 
     if shell is not None and FedlibError not in shell.custom_exceptions:
-        shell.set_custom_exc((FedlibError,), show)
+        shell.set_custom_exc(ONE_LINE_ERRORS, show)

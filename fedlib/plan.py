@@ -29,6 +29,7 @@ from fedlib.config import RunConfig
 from fedlib.engine import render_only
 from fedlib.errors import FedlibError
 from fedlib.notebook import cell_defaults, resolve_parameters
+from fedlib.parameters import check_parameters
 
 PLAN_CALL = "describe_plan("  # how a notebook prints the plan of its grid
 TOTAL_ROW = "total (shared runs once)"
@@ -67,7 +68,9 @@ def notebook_parameters(notebook: Path, parameters: dict) -> dict:
     notebook = Path(notebook).resolve()
     defaults = cell_defaults(notebook)
     values = {name: parameters.get(name, default) for name, default in defaults.items()}
-    return resolve_parameters(notebook.stem, values, values, root=notebook.parent.parent)
+    resolved = resolve_parameters(notebook.stem, values, values, root=notebook.parent.parent)
+    check_parameters(notebook.stem, defaults, resolved)
+    return resolved
 
 
 @contextlib.contextmanager

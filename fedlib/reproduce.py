@@ -40,7 +40,7 @@ import yaml
 if TYPE_CHECKING:
     import pandas as pd
 
-from fedlib.errors import FedlibError, one_of
+from fedlib.errors import FedlibError, explain, one_of
 from fedlib.notebook import (PUBLISH_ENV, REPO_ROOT, cell_defaults, check_unpublished, load_profiles, output_folder,
                              plain_math, repo_path)
 
@@ -896,6 +896,23 @@ def _parameters(args: argparse.Namespace) -> dict | None:
     return parse_parameters(pairs) if pairs else None
 
 
+def _check_options(args: argparse.Namespace) -> None:
+    """Counts below 1 and empty folders are one line, whatever else is asked (``--workers 0`` with
+    the serial executor used to pass unread)."""
+    for name in ("workers", "jobs"):
+        value = getattr(args, name, None)
+        if value is not None and value < 1:
+            raise FedlibError(f"--{name} must be >= 1, got {value}")
+    if getattr(args, "threads", None) is not None:
+        from fedlib.resources import check_threads
+
+        check_threads(args.threads)
+    for name in ("data", "results", "figures", "tables", "out"):
+        value = getattr(args, name, None)
+        if value is not None and not str(value).strip():
+            raise FedlibError(f"--{name} {value!r} names no folder; give a folder, or leave --{name} out for the default")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; returns the exit status (0 ok, 1 a notebook or dry-run config failed, 2 bad options)."""
     args = build_parser().parse_args(argv)
@@ -907,6 +924,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     notebooks_dir = Path(args.notebooks_dir or REPO_ROOT / "notebooks").resolve()
     profiles_dir = Path(args.profiles_dir or notebooks_dir.parent / "profiles")
     try:
+        _check_options(args)
         if args.data is not None and not Path(args.data).is_dir():
             raise FedlibError(f"--data {args.data}: no such folder")
         if args.list:
@@ -934,7 +952,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             report=lambda run: print(format_run(run, width), flush=True),
         )
     except FedlibError as error:
-        print(f"error: {error}", file=sys.stderr)
+        print(f"error: {explain(error)}", file=sys.stderr)
         return 2
     except OSError as error:  # an unwritable --out, --results, ...: one line, not a traceback
         print(f"error: {error.strerror or error}: {error.filename or ''}".rstrip(": "), file=sys.stderr)

@@ -34,12 +34,19 @@ def thread_budget(workers: int = 1, threads: int | None = None) -> int:
     if threads is None:
         threads = _env_threads()
     if threads is not None:
-        if threads < 1:
-            from fedlib.errors import FedlibError
-
-            raise FedlibError(f"threads must be >= 1, got {threads}")
+        check_threads(threads)
         return threads
     return max(1, available_cores() // max(1, workers))
+
+
+def check_threads(threads: int) -> None:
+    """One line for a thread count below 1 or above the machine's logical CPUs (more threads than
+    CPUs never speeds a run up, and a huge count makes OpenBLAS fail inside scikit-learn's import)."""
+    from fedlib.errors import FedlibError
+
+    limit = max(1, os.cpu_count() or 1, available_cores())
+    if not 1 <= threads <= limit:
+        raise FedlibError(f"threads must be between 1 and the {limit} logical CPUs of this machine, got {threads}")
 
 
 def set_thread_budget(workers: int = 1, threads: int | None = None) -> int:

@@ -74,6 +74,7 @@ DEFAULT_RESULTS = "results"
 # holds is served before the working store's run of that hash (served_record)
 REFERENCE_RESULTS = Path(__file__).resolve().parent.parent / "reference_results"
 REFERENCE_FILES = ("config.json", "meta.json", "rounds.jsonl", "summary.json")
+WRITE_REFERENCE_ENV = "FEDLIB_WRITE_REFERENCE"  # =1: let runs train into the reference store on purpose
 
 
 def results_root(results_dir: str | os.PathLike | None = None) -> Path:
@@ -499,13 +500,27 @@ class RunRecord:
     # -------------------------------------------------------------- one writer at a time
     @contextmanager
     def claim(self) -> Iterator["Claim"]:
-        """Hold this run folder for writing; refuse (FedlibError) while another live process holds it."""
+        """Hold this run folder for writing; refuse (FedlibError) while another live process holds
+        it, or when it lies in the read-only reference store (see :func:`check_writable`)."""
+        check_writable(self.folder.parent)
         claim = Claim(self.folder / CLAIM_FILE)
         claim.acquire()
         try:
             yield claim
         finally:
             claim.release()
+
+
+def check_writable(root: Path) -> None:
+    """Refuse (one line) to train into the reference store, the committed read-only one (it holds
+    metrics only, copied there by :func:`publish`), unless ``$FEDLIB_WRITE_REFERENCE=1`` asks for it."""
+    if os.environ.get(WRITE_REFERENCE_ENV, "") not in ("", "0"):
+        return
+    for reference in {reference_root(), REFERENCE_RESULTS} - {None}:
+        if Path(root).exists() and Path(reference).exists() and same_folder(root, reference):
+            raise FedlibError(f"{root} is the read-only reference store; train into another results store (the "
+                              f"default ./results) and publish finished runs, or set {WRITE_REFERENCE_ENV}=1 to write "
+                              "there on purpose")
 
 
 class ClaimedError(FedlibError):
@@ -643,6 +658,34 @@ def _alive(pid: int) -> bool:
 def _age(claim: dict) -> str:
     beat = claim.get("heartbeat")
     return f"{time.time() - beat:.0f} s" if isinstance(beat, (int, float)) else "an unknown time"
+
+
+def inconsistency(expected_hash: str, stored: RunConfig, summary: Any, rounds: list[dict]) -> str | None:
+    """Why a complete run's files disagree with each other or with the hash it is kept under (None
+    when they agree): ``stored`` is its config.json, ``summary`` its summary.json, ``rounds`` its
+    rounds.jsonl. A run that did not diverge must hold all of its config's rounds: a shorter one is
+    refused, never served as the config's result (nor retrained over its summary). The engine
+    checks this before serving a run, ``fedlib list``/``show``/``export`` before calling it done."""
+    if stored.hash() != expected_hash:
+        return f"its config.json hashes to {stored.hash()}, not {expected_hash}"
+    if not isinstance(summary, dict) or summary.get("rounds_run") != len(rounds):
+        counted = summary.get("rounds_run") if isinstance(summary, dict) else "?"
+        return f"its summary counts {counted} rounds but rounds.jsonl holds {len(rounds)}"
+    problem = rounds_problem(rounds)
+    if problem:
+        return problem
+    if len(rounds) > stored.rounds:
+        return f"it holds {len(rounds)} rounds but its config {stored.rounds}"
+    if len(rounds) < stored.rounds and not summary.get("diverged"):
+        return f"it holds {len(rounds)} of its config's {stored.rounds} rounds and did not diverge"
+    return None
+
+
+def rounds_problem(rounds: list) -> str | None:
+    """Why a rounds.jsonl log is not rounds 0, 1, 2, ... in order (None when it is)."""
+    if not all(isinstance(r, dict) for r in rounds) or [r.get("round") for r in rounds] != list(range(len(rounds))):
+        return "rounds.jsonl does not hold rounds 0, 1, 2, ... in order"
+    return None
 
 
 def list_runs(results_dir: str | os.PathLike | None = None, complete_only: bool = True) -> list[RunRecord]:

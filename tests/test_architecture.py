@@ -18,8 +18,8 @@ PACKAGE = Path(fedlib.__file__).parent
 # other module) only modules of its own floor or below. Every fedlib.algorithms module that is
 # not the registry or the contract is a method, on the "methods" floor.
 FLOORS = [
-    ("foundations", {"fedlib", "fedlib.errors", "fedlib.data", "fedlib.partition", "fedlib.models",
-                     "fedlib.augment"}),
+    ("foundations", {"fedlib", "fedlib.errors", "fedlib.yaml_input", "fedlib.data", "fedlib.data_check",
+                     "fedlib.partition", "fedlib.models", "fedlib.augment"}),
     ("method registry", {"fedlib.algorithms"}),
     ("config", {"fedlib.config"}),
     ("run state", {"fedlib.state"}),

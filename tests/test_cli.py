@@ -312,7 +312,7 @@ def test_show_json_is_the_raw_record(store_dir, capsys):
     cfg = runs["fedavg"]
     assert main(["show", cfg.hash(), "--results", str(root), "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
-    assert set(out) == {"config", "meta", "summary"} and out["config"]["lr"] == cfg.lr
+    assert set(out) == {"config", "meta", "summary", "status"} and out["status"] == "done" and out["config"]["lr"] == cfg.lr
     assert out["summary"]["best_round"] in (0, 1, 2)  # stored 0-based
 
 

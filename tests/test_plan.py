@@ -69,6 +69,10 @@ def notebook(folder: Path, stem: str, *cells: str) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"{stem}.ipynb"
     nbformat.write(nb, path)
+    profiles = folder.parent / "profiles" / f"{stem}.yaml"  # the cell's profile must be defined (a contract)
+    if not profiles.exists():
+        profiles.parent.mkdir(exist_ok=True)
+        profiles.write_text("smoke: {}\n")
     return path
 
 
@@ -134,7 +138,7 @@ def test_the_total_counts_shared_runs_once(tmp_path):
 def test_reproduce_plan_prints_and_runs_nothing(tmp_path, capsys, registered):
     registered("table1", seed_grid)
     notebook(tmp_path / "notebooks", "table1", PLAN_CELL, "raise RuntimeError('training must not start')")
-    (tmp_path / "profiles").mkdir()
+    (tmp_path / "profiles").mkdir(exist_ok=True)
     (tmp_path / "profiles" / "table1.yaml").write_text("smoke: {}\nquick: {seeds: [0, 1]}\npaper: {}\n")
     status = main(["--notebooks-dir", str(tmp_path / "notebooks"), "--profile", "quick", "--plan",
                    "--results", str(tmp_path / "results")])

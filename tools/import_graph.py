@@ -31,7 +31,7 @@ OTHER_LAYERS = [
     ("runs of a grid", {"fedlib.experiments", "fedlib.executor", "fedlib.resources"}, "engine"),
     ("cost estimates", {"fedlib.timing", "fedlib.dry_run"}, "runs of a grid"),
     ("grids", {"fedlib.grids.*"}, "cost estimates"),
-    ("notebook-facing", {"fedlib.notebook", "fedlib.report", "fedlib.tables", "fedlib.plots",
+    ("notebook-facing", {"fedlib.notebook", "fedlib.parameters", "fedlib.report", "fedlib.tables", "fedlib.plots",
                          "fedlib.paper_numbers"}, "grids"),
     ("analyses", {"fedlib.class_gap", "fedlib.drift", "fedlib.local_update", "fedlib.pkd_readings", "fedlib.prediction_stats"},
      "notebook-facing"),

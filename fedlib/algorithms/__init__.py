@@ -129,7 +129,13 @@ def resolve_hparams(klass: type, args: dict[str, Any], dataset: str | None = Non
 
 
 def _coerce(method: str, key: str, value: Any, default: Any) -> Any:
-    """Convert a CLI string (or any value) to the type of the default."""
+    """Convert a CLI string (or any value) to the type of the default; a whole number given for a
+    float argument becomes a float, so ``mu=1`` and ``mu=1.0`` are one argument (and one hash)."""
+    if isinstance(default, float) and isinstance(value, int) and not isinstance(value, bool):
+        try:
+            return float(value)
+        except OverflowError:
+            raise FedlibError(f"{method} argument {key}={value} is too large for a float") from None
     if default is None or not isinstance(value, str) or isinstance(default, str):
         return value
     try:

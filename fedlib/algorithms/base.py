@@ -116,7 +116,7 @@ class Range:
             return False
         if self.integer and not isinstance(value, int):
             return False
-        if value != value:  # NaN
+        if value != value or value in (float("inf"), float("-inf")):  # NaN, or an infinity no setting means
             return False
         if self.low is not None and (value < self.low or (self.low_open and value == self.low)):
             return False

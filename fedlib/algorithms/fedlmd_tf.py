@@ -33,6 +33,7 @@ from fedlib.algorithms import register
 from fedlib.algorithms import fedlmd
 from fedlib.algorithms._common import GLOBAL_TEACHER, TEACHER_MODES, global_teacher, majority_classes, masked_kl
 from fedlib.algorithms.base import NON_NEGATIVE, POSITIVE, Algorithm, ClientContext, Outputs, Range
+from fedlib.errors import FedlibError
 
 
 def teacher_distribution(labels: Tensor, class_counts: Tensor) -> Tensor:
@@ -68,6 +69,14 @@ class FedLMDTf(Algorithm):
     def result_revision(cls, hparams: dict) -> int:
         """1: after ``switch_round`` the official variant trains with FedLMD's literal masks."""
         return int(hparams["variant"] == "official" and hparams["switch_round"] >= 0)
+
+    @classmethod
+    def check_run(cls, hparams: dict, cfg) -> None:
+        """A switch round the run never reaches is ``switch_round=-1`` under another hash."""
+        super().check_run(hparams, cfg)
+        if hparams["switch_round"] >= cfg.rounds:
+            raise FedlibError(f"fedlmd_tf switch_round={hparams['switch_round']} is never reached in {cfg.rounds} "
+                              "rounds (0-based): it would be switch_round=-1 stored apart; lower it or raise rounds")
 
     def uses_teacher(self, round_index: int) -> bool:
         """Whether clients of this round train as FedLMD (after ``switch_round``)."""

@@ -61,7 +61,7 @@ from fedlib.algorithms import register
 from fedlib.algorithms.base import (
     NON_NEGATIVE, NON_NEGATIVE_COUNT, POSITIVE, Algorithm, ClientContext, ClientUpdate, Outputs, Range)
 from fedlib.client_training import fit_client, seeded_batches
-from fedlib.errors import one_of
+from fedlib.errors import FedlibError, one_of
 from fedlib.state import ClientData, ServerState, keyed_seed, sample_clients
 from fedlib.weak_classes import (GROUPINGS, check_groups, class_statistics, discover_groups,
                                  feature_distances, misclassification_probabilities)
@@ -221,6 +221,15 @@ class PKD(Algorithm):
     later_defaults = {"normalise": "batch", "student_init": "warm"}  # as before these arguments: hashes kept
     choices = {"normalise": ("batch", "fired"), "kl_direction": ("standard", "printed"), "confusion": ("soft", "hard"),
                "grouping": GROUPINGS, "expert_init": ("scratch", "global"), "student_init": ("warm", "fresh")}
+
+    @classmethod
+    def check_run(cls, hparams: dict[str, Any], cfg) -> None:
+        """A run that ends within the warm-up never reaches PKD: it is FedAvg, bit for bit."""
+        super().check_run(hparams, cfg)
+        warmup = hparams["warmup_rounds"]
+        if cfg.rounds <= warmup:
+            raise FedlibError(f"pkd with {cfg.rounds} rounds never leaves its warm-up of warmup_rounds={warmup}: "
+                              "it would be FedAvg stored as PKD; raise rounds above warmup_rounds or lower it")
 
     # ------------------------------------------------------------------ server side
     def setup(self, server: ServerState) -> None:

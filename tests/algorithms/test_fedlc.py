@@ -16,3 +16,14 @@ def test_fedlc_hand_computed():
     expected = (ce(calibrated[0], 0) + ce(calibrated[1], 1)) / 2
     got = fedlc.local_loss(t(z), torch.tensor([0, 1]), counts, tau=tau)
     assert got.item() == pytest.approx(expected, rel=1e-5)
+
+
+def test_a_tau_float32_rounds_to_zero_still_drops_unseen_classes_instead_of_nan():
+    import torch
+
+    from fedlib.algorithms.fedlc import calibrated_logits
+
+    logits = torch.zeros(1, 3)
+    shifted = calibrated_logits(logits, torch.tensor([4, 0, 1]), tau=1e-300)  # 0.0 in float32
+    assert not torch.isnan(shifted).any()
+    assert shifted[0, 1] == float("-inf") and torch.isfinite(shifted[0, [0, 2]]).all()
