@@ -19,7 +19,7 @@ PACKAGE = Path(fedlib.__file__).parent
 # not the registry or the contract is a method, on the "methods" floor.
 FLOORS = [
     ("foundations", {"fedlib", "fedlib.errors", "fedlib.data", "fedlib.partition", "fedlib.models",
-                     "fedlib.augment"}),
+                     "fedlib.augment", "fedlib.determinism"}),
     ("method registry", {"fedlib.algorithms"}),
     ("config", {"fedlib.config"}),
     ("run state", {"fedlib.state"}),
