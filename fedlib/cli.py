@@ -114,9 +114,9 @@ def _add_training_arguments(p: argparse.ArgumentParser) -> None:
 
 def _add_machine_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--device", default="auto", help="cpu, cuda, cuda:N, or auto (cuda when available)")
-    p.add_argument("--backend", default=None, help="local training: auto (threads on a CPU, stacked on a GPU), "
-                   "threads, stacked or sequential (the reference loop; the others match it to float rounding and "
-                   "share its stored runs) (default: $FEDLIB_BACKEND, else auto)")
+    p.add_argument("--backend", default=None, help="local training: auto (threads on a CPU; on a GPU the fastest "
+                   "path verified there, else sequential), threads, stacked or sequential (the reference loop; the "
+                   "others match it to float rounding and share its stored runs) (default: $FEDLIB_BACKEND, else auto)")
     p.add_argument("--threads", type=int, default=None, help="intra-op CPU threads (default: $FEDLIB_THREADS, else "
                    f"the cores this process may use, {_cores()} here, so runs never oversubscribe them)")
     p.add_argument("--precision", default="fp32", help="fp32, or bf16 autocast of the local forward passes")

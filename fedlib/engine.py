@@ -26,6 +26,7 @@ from fedlib import __version__, determinism, stacked, store, threaded
 from fedlib.algorithms import build_algorithm, method_class
 from fedlib.algorithms.base import Algorithm, ClientUpdate, Observer, notify
 from fedlib.augment import augment_spec, default_augmentation
+from fedlib.backend_choice import choose_backend
 from fedlib.client_training import train_client
 from fedlib.config import RunConfig
 from fedlib.data import Dataset, apply_split, load_dataset, split_option
@@ -135,11 +136,12 @@ def local_work(updates: list[ClientUpdate], local_epochs: int) -> dict[str, int]
 
 def _train_clients(server: ServerState, algorithm: Algorithm, clients: list[int], lr: float,
                    hooks: Sequence[Observer]) -> list[ClientUpdate]:
-    """The round's local training on the config's backend ("auto": threads on a CPU, stacked on
-    a GPU); the fast paths fall back to the sequential one inside."""
+    """The round's local training on the config's backend ("auto": threads on a CPU, elsewhere the
+    fastest path verified there, :mod:`fedlib.backend_choice`); the fast paths fall back to the
+    sequential one inside."""
     backend = server.cfg.backend
     if backend == "auto":
-        backend = "threads" if server.device.type == "cpu" else "stacked"
+        backend = choose_backend(server.cfg.model, server.cfg.method, server.device.type)
     if backend == "threads":
         return threaded.train_round(server, algorithm, clients, lr, hooks)
     if backend == "stacked":

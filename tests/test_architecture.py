@@ -26,7 +26,7 @@ FLOORS = [
     ("method contract", {"fedlib.algorithms.base", "fedlib.algorithms._common"}),
     ("local training", {"fedlib.client_training"}),
     ("methods", set()),
-    ("backends", {"fedlib.threaded", "fedlib.stacked"}),
+    ("backends", {"fedlib.threaded", "fedlib.stacked", "fedlib.backend_choice"}),
     ("results store", {"fedlib.store"}),
     ("engine", {"fedlib.engine"}),
 ]
