@@ -30,6 +30,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from fedlib import engine, stacked
 from fedlib.client_training import client_setup
 from fedlib.config import RunConfig
+from fedlib.state import sample_clients
 
 # ops that make the host wait for the device: a value read back, or an output sized by the data
 SYNC_OPS = {"_local_scalar_dense", "nonzero", "masked_select", "_unique2", "unique_dim", "unique_consecutive",
@@ -82,9 +83,11 @@ def count_config(model: str, method: str, clients: int = 4, batch_size: int = 32
 
 
 def sequential_step_counts(cfg: RunConfig, steps: int = 3) -> OpCounts:
-    """Ops and syncs of ``steps`` sequential local steps of client 0 (after one uncounted step)."""
+    """Ops and syncs of ``steps`` sequential local steps of the round's first client (after one uncounted step)."""
     server, algorithm = engine.prepare(cfg)
-    ctx, batches = client_setup(server, algorithm, 0, cfg.lr)
+    algorithm.begin_round(server)  # as engine.run_round does before any client
+    server.round_clients = sample_clients(cfg.seed, 0, cfg.clients, cfg.participation)
+    ctx, batches = client_setup(server, algorithm, server.round_clients[0], cfg.lr)
     model = server.local_model()
     optimizer = algorithm.make_optimizer(model, ctx.lr, cfg.momentum, cfg.weight_decay, ctx)
     model.train()
@@ -141,7 +144,7 @@ def table(methods: list[str], models: list[str], steps: int = 3, with_stacked: b
             seq = sequential_step_counts(cfg, steps)
             stk = stacked_step_counts(cfg) if with_stacked else None
             stacked_cells = (f"{stk.total:.0f} | {sum(stk.syncs.values()):.1f}" if stk is not None
-                             else "falls back | -")
+                             else "falls back | -" if with_stacked else "not counted | -")
             lines.append(f"| {method} | {model} | {seq.total:.0f} | {sum(seq.syncs.values()):.1f} | {stacked_cells} |")
             if where:
                 for origin, count in (seq.origins + (stk.origins if stk else Counter())).most_common(5):
