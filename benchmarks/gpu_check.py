@@ -83,8 +83,9 @@ def workload(name: str, device: str, tiny: bool):
 
     cfg = bench.workload_config(name, 1.0, device)
     if tiny:
-        return cfg.replace(max_train_samples=min(400, cfg.clients * 20), max_test_samples=20, min_client_size=0,
-                           local_epochs=1, batch_size=8)
+        images = 100 if cfg.partition == "balanced" else 4 * cfg.clients  # balanced: every client holds every class
+        return cfg.replace(max_train_samples=images, max_test_samples=20, min_client_size=0, local_epochs=1,
+                           batch_size=8)
     fraction = WORKLOAD_FRACTIONS[name]
     return bench.workload_config(name, fraction, device) if fraction < 1 else cfg
 

@@ -3,12 +3,19 @@
 # 7.5 minutes in all), joined into benchmarks/RESULTS-gpu.md (and copied to $OUT when set).
 #
 #   bash benchmarks/gpu_check.sh                      # on a machine with one CUDA GPU
-#   bash benchmarks/gpu_check.sh --device cpu --tiny  # the smoke: every part on a CPU in seconds
+#   bash benchmarks/gpu_check.sh --device cpu --tiny  # the smoke: every part on a CPU (minutes)
+#   FEDLIB_DATA=... bash benchmarks/gpu_check.sh --prepare-carry  # gzip Fashion-MNIST into .carry/ to carry it
 #
 # Data: Fashion-MNIST is read from $FEDLIB_DATA, else unpacked from .carry/FashionMNIST/raw/*.gz
 # (torchvision's file names, gzipped: what a device call carries); CIFAR-10 is a full-size stand-in.
 set -u
 cd "$(dirname "$0")/.."
+if [ "${1:-}" = "--prepare-carry" ]; then  # here, before a device call: gzip Fashion-MNIST into .carry/ (ignored by git)
+  src=${FEDLIB_DATA:?set FEDLIB_DATA to the folder holding FashionMNIST/raw}/FashionMNIST/raw
+  mkdir -p .carry/FashionMNIST/raw
+  for f in "$src"/*-ubyte; do gzip -c "$f" > ".carry/FashionMNIST/raw/$(basename "$f").gz"; done
+  du -sh .carry; exit 0
+fi
 PY=${PYTHON:-python3}
 ARGS=("$@")
 [ ${#ARGS[@]} -eq 0 ] && ARGS=(--device cuda)

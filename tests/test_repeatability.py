@@ -21,8 +21,8 @@ pytestmark = pytest.mark.usefixtures("two_threads")
 
 
 def config(device: str, backend: str, model: str, method: str, args: dict):
-    return tiny_config(model=model, method=method, method_args=args, device=device, backend=backend, rounds=3,
-                       max_train_samples=120, max_test_samples=40, batch_size=16, momentum=0.9)
+    return tiny_config(model=model, method=method, method_args=args, device=device, backend=backend, rounds=2,
+                       max_train_samples=64, max_test_samples=20, batch_size=16, momentum=0.9)
 
 
 def _train(cfg, root, **kwargs):
