@@ -118,33 +118,32 @@ def part_tests(device: str, tiny: bool) -> str:
                       f"`pytest {' '.join(args[3:])}` -> exit {done.returncode}", "", "```", *tail, "```"])
 
 
-def part_workloads(device: str, tiny: bool) -> str:
+def part_workloads(device: str, tiny: bool) -> Iterator[str]:
+    """Rows as they are measured (a part stopped at its time limit keeps the rows it printed)."""
     from benchmarks import bench
 
-    lines = ["## Workloads: seconds per round against the naive loop", "",
-             "| workload | path | s/round | full-data s/round | x naive | img/s | TFLOP/s (3 x forward) |",
-             "|---|---|---:|---:|---:|---:|---:|"]
+    yield from ["## Workloads: seconds per round against the naive loop", "",
+                "| workload | path | s/round | full-data s/round | x naive | img/s | TFLOP/s (3 x forward) |",
+                "|---|---|---:|---:|---:|---:|---:|"]
     with stand_ins(_stand_in_names(tiny), tiny), warnings.catch_warnings():
         warnings.simplefilter("ignore")
         for name in ("c", "b", "a"):
             cfg = workload(name, device, tiny)
             flops = bench.flops_per_image(cfg)
             fraction = 1.0 if tiny else WORKLOAD_FRACTIONS[name]
-            results = {}
-            for path in WORKLOAD_PATHS[name]:
+            base = None
+            for path in WORKLOAD_PATHS[name]:  # naive first: the others are compared with it
                 try:
-                    results[path] = bench.time_path(cfg, path, rounds=1, repeat=1, profile=False)
+                    r = bench.time_path(cfg, path, rounds=1, repeat=1, profile=False)
                 except Exception as error:  # noqa: BLE001 - a failing path is a result of the check
-                    lines.append(f"| ({name}) | {path} | failed: {str(error).splitlines()[0][:120]} | | | | |")
+                    yield f"| ({name}) | {path} | failed: {str(error).splitlines()[0][:120]} | | | | |"
                     continue
                 _synchronize(device)
-            base = results.get("naive", {}).get("seconds")
-            for path, r in results.items():
+                base = base or (r["seconds"] if path == "naive" else None)
                 rate = r["images"] / r["seconds"]
                 ratio = f"{base / r['seconds']:.1f}" if base else "-"
-                lines.append(f"| ({name}) | {path} | {r['seconds']:.2f} | {r['seconds'] / fraction:.1f} | {ratio} | "
-                             f"{rate:.0f} | {rate * flops / 1e12:.3f} |")
-    return "\n".join(lines)
+                yield (f"| ({name}) | {path} | {r['seconds']:.2f} | {r['seconds'] / fraction:.1f} | {ratio} | "
+                       f"{rate:.0f} | {rate * flops / 1e12:.3f} |")
 
 
 def _synchronize(device: str) -> None:
@@ -152,10 +151,11 @@ def _synchronize(device: str) -> None:
         torch.cuda.synchronize()
 
 
-def part_packing(device: str, tiny: bool) -> str:
-    """Workload (c) sequential, 1/2/4/8 processes at once on the card: images per second together."""
-    lines = ["## Runs per GPU, side by side (workload (c), stacked path, one round each after an untimed one)", "",
-             "| runs | wall s | images/s together | x one run |", "|---:|---:|---:|---:|"]
+def part_packing(device: str, tiny: bool) -> Iterator[str]:
+    """Workload (c) at fraction 0.05, 1/2/4/8 processes at once on the card: images per second together."""
+    yield from ["## Runs per GPU, side by side (workload (c) at fraction 0.05, stacked path, one round each "
+                "after an untimed one; separate processes)", "",
+                "| runs | wall s | images/s together | x one run |", "|---:|---:|---:|---:|"]
     single = None
     for count in PACKING[:2] if tiny else PACKING:
         command = [sys.executable, "-m", "benchmarks.gpu_check", "--part", "one-run", "--device", device]
@@ -167,21 +167,21 @@ def part_packing(device: str, tiny: bool) -> str:
         wall = time.perf_counter() - started
         rates = [float(out.strip().splitlines()[-1]) for out in outputs if out.strip()]
         if len(rates) < count:
-            lines.append(f"| {count} | {wall:.1f} | {len(rates)} of {count} runs finished | |")
+            yield f"| {count} | {wall:.1f} | {len(rates)} of {count} runs finished | |"
             continue
         total = sum(rates)
         single = single or total
-        lines.append(f"| {count} | {wall:.1f} | {total:.0f} | {total / single:.2f} |")
-    return "\n".join(lines)
+        yield f"| {count} | {wall:.1f} | {total:.0f} | {total / single:.2f} |"
 
 
 def part_one_run(device: str, tiny: bool) -> str:
-    """One run of workload (c) on the stacked path: its images per second (the last line)."""
+    """One run of workload (c) at fraction 0.05 on the stacked path: its images per second (the last line)."""
     from benchmarks import bench
 
     with stand_ins(_stand_in_names(tiny), tiny), warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        result = bench.time_path(workload("c", device, tiny), "stacked", rounds=1, repeat=1, profile=False)
+        cfg = workload("c", device, tiny) if tiny else bench.workload_config("c", 0.05, device)
+        result = bench.time_path(cfg, "stacked", rounds=1, repeat=1, profile=False)
     return f"{result['images'] / result['seconds']:.1f}"
 
 
@@ -236,7 +236,9 @@ def main(argv=None) -> int:
     if args.device.startswith("cuda") and not torch.cuda.is_available():
         print(f"## {args.part}\n\nno CUDA device here: use --device cpu")
         return 2
-    print(PART_FUNCTIONS[args.part](args.device, args.tiny), flush=True)
+    output = PART_FUNCTIONS[args.part](args.device, args.tiny)
+    for line in [output] if isinstance(output, str) else output:
+        print(line, flush=True)
     return 0
 
 
