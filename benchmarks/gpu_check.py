@@ -29,6 +29,7 @@ import subprocess
 import sys
 import time
 import warnings
+from collections import Counter
 from pathlib import Path
 from typing import Iterator
 
@@ -105,17 +106,38 @@ def part_env(device: str, tiny: bool) -> str:
 
 
 def part_tests(device: str, tiny: bool) -> str:
-    """The CUDA-marked tests; on a CPU (the smoke) one small CPU repeatability case instead."""
+    """The CUDA-marked tests, stopped after ``$GPU_CHECK_TEST_SECONDS`` (default 90) with what they
+    reached counted; on a CPU (the smoke) one small CPU repeatability case instead."""
     if device.startswith("cuda"):
         selection = ["-m", "cuda", "tests/test_determinism.py", "tests/test_repeatability.py",
                      "tests/test_backend_equivalence.py"]
     else:
         selection = ["tests/test_repeatability.py", "-k", "twice and cpu and lenet5"]
-    args = [sys.executable, "-m", "pytest", "-q", "-rfEx", "-p", "no:cacheprovider", *selection]
-    done = subprocess.run(args, cwd=ROOT, capture_output=True, text=True)
-    tail = [line for line in done.stdout.splitlines() if line.strip()][-25:]
+    args = [sys.executable, "-m", "pytest", "-v", "-p", "no:cacheprovider", *selection]
+    seconds = float(os.environ.get("GPU_CHECK_TEST_SECONDS", "90"))
+    try:
+        output, ending = subprocess.run(args, cwd=ROOT, capture_output=True, text=True, timeout=seconds).stdout, ""
+    except subprocess.TimeoutExpired as stopped:
+        output = stopped.stdout.decode() if isinstance(stopped.stdout, bytes) else (stopped.stdout or "")
+        ending = f" (stopped after {seconds:.0f} s: the counts are of the tests reached)"
+    outcomes, failures = count_outcomes(output)
+    counted = ", ".join(f"{outcomes[word]} {word.lower()}" for word in TEST_OUTCOMES if outcomes[word]) or "none"
     return "\n".join(["## CUDA tests (equivalence, repeatability, determinism)", "",
-                      f"`pytest {' '.join(args[3:])}` -> exit {done.returncode}", "", "```", *tail, "```"])
+                      f"`pytest {' '.join(args[3:])}`: {counted}{ending}", "",
+                      *[f"- failed: `{name}`" for name in failures[:40]]])
+
+
+TEST_OUTCOMES = ("PASSED", "FAILED", "XFAIL", "XPASS", "SKIPPED", "ERROR")
+
+
+def count_outcomes(verbose_output: str) -> tuple[Counter, list[str]]:
+    """Outcomes in ``pytest -v`` output (one per test line), and the tests that failed or errored."""
+    outcomes, failures = Counter(), []
+    for parts in (line.split() for line in verbose_output.splitlines()):
+        if len(parts) >= 2 and "::" in parts[0] and parts[1] in TEST_OUTCOMES:  # "tests/x.py::test OUTCOME ..."
+            outcomes[parts[1]] += 1
+            failures += [parts[0]] if parts[1] in ("FAILED", "ERROR") else []
+    return outcomes, failures
 
 
 def part_workloads(device: str, tiny: bool) -> Iterator[str]:

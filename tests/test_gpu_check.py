@@ -48,3 +48,17 @@ def test_a_cuda_part_without_cuda_says_so(capsys):
         pytest.skip("this machine has CUDA")
     assert gpu_check.main(["--part", "env", "--device", "cuda"]) == 2
     assert "no CUDA device here" in capsys.readouterr().out
+
+
+def test_test_outcomes_are_counted_from_verbose_pytest_output():
+    output = "\n".join([
+        "tests/a.py::test_x[cuda] PASSED                 [ 10%]",
+        "tests/a.py::test_y[cuda] FAILED                 [ 20%]",
+        "tests/b.py::test_z[cuda-fedmr] XFAIL (unverified)  [ 30%]",
+        "tests/b.py::test_w[cpu] SKIPPED (needs CUDA)     [ 40%]",
+        "FAILED tests/a.py::test_y[cuda] - AssertionError",
+        "=== 1 failed, 1 passed ===",
+    ])
+    outcomes, failures = gpu_check.count_outcomes(output)
+    assert dict(outcomes) == {"PASSED": 1, "FAILED": 1, "XFAIL": 1, "SKIPPED": 1}
+    assert failures == ["tests/a.py::test_y[cuda]"]
