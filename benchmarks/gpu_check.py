@@ -17,7 +17,8 @@
 - ``opcount``: aten ops and host syncs per local step (``benchmarks/op_count.py``).
 
 ``--tiny`` shrinks every workload to a few dozen images and uses stand-ins for every dataset, so
-the whole check runs on a CPU in seconds (``--device cpu --tiny``: the smoke test of this script).
+the whole check runs on a CPU in minutes (``--device cpu --tiny``: the smoke test of this script;
+tests/test_gpu_check.py runs its parts in seconds).
 """
 
 from __future__ import annotations
