@@ -115,13 +115,16 @@ def _add_training_arguments(p: argparse.ArgumentParser) -> None:
 
 def _add_machine_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--device", default="auto", help="cpu, cuda, cuda:N, or auto (cuda when available)")
-    p.add_argument("--backend", default=None, help="local training: auto (threads on a CPU, stacked on a GPU), "
-                   "threads, stacked or sequential (the reference loop; the others match it to float rounding and "
-                   "share its stored runs) (default: $FEDLIB_BACKEND, else auto)")
+    p.add_argument("--backend", default=None, help="local training: auto (threads on a CPU; on a GPU the fastest "
+                   "path verified there, else sequential), threads, stacked or sequential (the reference loop; the "
+                   "others match it to float rounding and share its stored runs) (default: $FEDLIB_BACKEND, else auto)")
     p.add_argument("--threads", type=int, default=None, help="intra-op CPU threads (default: $FEDLIB_THREADS, else "
                    f"the cores this process may use, {_cores()} here, so runs never oversubscribe them)")
     p.add_argument("--precision", default="fp32", help="fp32, or bf16 autocast of the local forward passes")
     p.add_argument("--channels-last", action="store_true", help="NHWC memory layout for images and convs")
+    p.add_argument("--nondeterministic", action="store_true", help="on CUDA, allow the faster non-deterministic "
+                   "kernels: repeat runs then differ in the last bits (meta.json records it; default: "
+                   "$FEDLIB_DETERMINISTIC, else deterministic)")
     p.add_argument("--data", default=None, help="dataset folder (default: $FEDLIB_DATA)")
     p.add_argument("--download", action="store_true", help="allow torchvision to download datasets")
     p.add_argument("--results", default=None, help="results store (default: $FEDLIB_RESULTS, else ./results)")
@@ -263,7 +266,8 @@ def config_from_args(ns: argparse.Namespace):
         batch_size=ns.batch_size, drop_last=ns.drop_last, lr=ns.lr, lr_decay=ns.lr_decay, momentum=ns.momentum,
         weight_decay=ns.weight_decay, eval_every=ns.eval_every, seed=ns.seed, device=ns.device,
         data_dir=ns.data, results_dir=ns.results, download=ns.download,
-        precision=ns.precision, channels_last=ns.channels_last, **({"backend": ns.backend} if ns.backend else {}))
+        precision=ns.precision, channels_last=ns.channels_last, **({"backend": ns.backend} if ns.backend else {}),
+        **({"deterministic": False} if ns.nondeterministic else {}))
 
 
 # options of fedlib sweep that say where or how runs happen, not what they compute: a grid over one

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fedlib.algorithms import canonical_method, check_method, method_class, resolve_hparams
+from fedlib.determinism import default_deterministic
 from fedlib.errors import FedlibError, one_of
 
 # Bump when a change in fedlib alters what an existing config computes; old results are then
@@ -25,7 +26,8 @@ RESULTS_VERSION = 1
 # Fields that do not change the numbers a run produces (only where and how fast it runs).
 # ``backend`` and ``channels_last`` are here too: the stacked path and the channels-last memory
 # layout agree with the reference to float tolerance (not bitwise), so they share its stored results.
-LOCATION_FIELDS = ("device", "data_dir", "results_dir", "download", "backend", "channels_last")
+# ``deterministic`` too: on CUDA it picks repeatable kernels (the same sums, in a fixed order), not other numbers.
+LOCATION_FIELDS = ("device", "data_dir", "results_dir", "download", "backend", "channels_last", "deterministic")
 PRECISIONS = ("fp32", "bf16")
 # Fields added after runs were stored: they enter the hash only when set to something else.
 _LATER_DEFAULTS = {"quantity_split": "symmetric", "drop_last": False, "global_balance": False}
@@ -83,9 +85,13 @@ class RunConfig:
     results_dir: str | None = None
     download: bool = False
     # local training: sequential | threads | stacked | auto (fedlib.threaded, .stacked); default $FEDLIB_BACKEND,
-    # else auto: threads on a CPU, stacked on a GPU (both fall back to sequential where a method needs it)
+    # else auto: threads on a CPU, on a GPU the fastest path verified there (fedlib.backend_choice; fast paths fall
+    # back to sequential where a method needs it)
     backend: str = field(default_factory=lambda: os.environ.get("FEDLIB_BACKEND") or DEFAULT_BACKEND)
     channels_last: bool = False  # image batches and conv weights in NHWC memory layout
+    # on CUDA, deterministic kernels (bit-identical repeat runs); False trades that for speed (fedlib.determinism);
+    # default $FEDLIB_DETERMINISTIC, else True. CPU runs are bit-identical either way.
+    deterministic: bool = field(default_factory=default_deterministic)
     # numbers-defining: bf16 autocast of the local forward passes (fp32 master weights and losses)
     precision: str = "fp32"
 

@@ -22,10 +22,11 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from fedlib import __version__, stacked, store, threaded
+from fedlib import __version__, determinism, stacked, store, threaded
 from fedlib.algorithms import build_algorithm, method_class
 from fedlib.algorithms.base import Algorithm, ClientUpdate, Observer, notify
 from fedlib.augment import augment_spec, default_augmentation
+from fedlib.backend_choice import choose_backend
 from fedlib.client_training import train_client
 from fedlib.config import RunConfig
 from fedlib.data import Dataset, apply_split, load_dataset, missing_dataset_message, split_option
@@ -57,10 +58,12 @@ def fp32_on_cuda(device: torch.device) -> None:
 
 
 def precision_flags(device: torch.device) -> dict[str, bool]:
-    """``{"tf32": ...}``, whether TF32 may compute float32 ops, for a CUDA device; {} for others."""
+    """``{"tf32": ..., "deterministic": ...}`` for a CUDA device: whether TF32 may compute float32
+    ops, and whether deterministic kernels are on (:mod:`fedlib.determinism`); {} for others."""
     if device.type != "cuda":
         return {}
-    return {"tf32": bool(torch.backends.cudnn.allow_tf32 or torch.backends.cuda.matmul.allow_tf32)}
+    return {"tf32": bool(torch.backends.cudnn.allow_tf32 or torch.backends.cuda.matmul.allow_tf32),
+            "deterministic": torch.are_deterministic_algorithms_enabled()}
 
 
 _DATASET_CACHE: dict[tuple, Dataset] = {}
@@ -179,11 +182,12 @@ def local_work(updates: list[ClientUpdate], local_epochs: int) -> dict[str, int]
 
 def _train_clients(server: ServerState, algorithm: Algorithm, clients: list[int], lr: float,
                    hooks: Sequence[Observer]) -> list[ClientUpdate]:
-    """The round's local training on the config's backend ("auto": threads on a CPU, stacked on
-    a GPU); the fast paths fall back to the sequential one inside."""
+    """The round's local training on the config's backend ("auto": threads on a CPU, elsewhere the
+    fastest path verified there, :mod:`fedlib.backend_choice`); the fast paths fall back to the
+    sequential one inside."""
     backend = server.cfg.backend
     if backend == "auto":
-        backend = "threads" if server.device.type == "cpu" else "stacked"
+        backend = choose_backend(server.cfg.model, server.cfg.method, server.device.type)
     if backend == "threads":
         return threaded.train_round(server, algorithm, clients, lr, hooks)
     if backend == "stacked":
@@ -293,6 +297,7 @@ def prepare(cfg: RunConfig) -> tuple[ServerState, Algorithm]:
     """Everything a run needs before round 0: data on the device, partition, model, method."""
     device = resolve_device(cfg.device)
     fp32_on_cuda(device)
+    determinism.configure(device, cfg.deterministic)
     dataset = load_run_dataset(cfg)
     if cfg.clients > len(dataset.train_y):
         raise FedlibError(f"clients ({cfg.clients}) exceeds the training samples ({len(dataset.train_y)})")
@@ -417,12 +422,14 @@ def run(cfg: RunConfig, *, hooks: Sequence[Observer] = (), progress: bool = True
     if record is not None and hooks and (record.folder / "config.json").exists():
         record = None  # hooks must see every round: recompute beside the stored run, leaving it untouched
     if record is None:
-        return _train(cfg, None, None, hooks, progress, stop_after)
+        with determinism.explained():
+            return _train(cfg, None, None, hooks, progress, stop_after)
     with record.claim() as claim:
         if record.complete and not hooks:  # finished by the previous holder while we waited
             return _served(cfg, store.served_record(cfg, results_dir) or record, progress)
         _count_training()
-        return _train(cfg, record, claim, hooks, progress, stop_after)
+        with determinism.explained():
+            return _train(cfg, record, claim, hooks, progress, stop_after)
 
 
 _STORED_TRAININGS = 0  # runs this process trained (from round 0 or resumed) into a results store
@@ -519,15 +526,17 @@ def _write_meta(record: store.RunRecord, cfg: RunConfig, server: ServerState) ->
 
 
 def _arithmetic(stretch: dict) -> tuple:
-    """What sets a stretch's float summation order: backend, torch threads, device, TF32 (from
-    meta.json's top level, or from one of its ``resumes`` entries)."""
+    """What sets a stretch's float summation order: backend, torch threads, device, TF32 and
+    deterministic kernels (from meta.json's top level, or from one of its ``resumes`` entries)."""
     env = stretch.get("environment") or stretch
-    return stretch.get("backend"), env.get("cpu_threads"), stretch.get("device"), env.get("tf32")
+    return (stretch.get("backend"), env.get("cpu_threads"), stretch.get("device"), env.get("tf32"),
+            env.get("deterministic"))
 
 
 def _describe_arithmetic(arithmetic: tuple) -> str:
-    backend, threads, device, tf32 = arithmetic
-    return f"backend {backend}, {threads} torch threads on {device}" + ("" if tf32 is None else f", tf32 {tf32}")
+    backend, threads, device, tf32, deterministic = arithmetic
+    return (f"backend {backend}, {threads} torch threads on {device}" + ("" if tf32 is None else f", tf32 {tf32}")
+            + ("" if deterministic is None else f", deterministic {deterministic}"))
 
 
 def _warn_changed_arithmetic(cfg: RunConfig, meta: dict, entry: dict) -> None:

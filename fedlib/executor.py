@@ -5,7 +5,9 @@ store already holds and trains the rest on an executor:
 
 - ``serial``: one after another in this process;
 - ``local``: ``workers`` spawned processes on this machine, each with its share of the cores
-  (:func:`fedlib.resources.thread_budget`) and, on a machine with several GPUs, its own GPU;
+  (:func:`fedlib.resources.thread_budget`) and, for a GPU run, a place on a GPU with room for its
+  estimated memory (:func:`fedlib.resources.run_gpu_bytes`): several runs share a card as long as
+  their estimates fit 90 % of it, and a run waits while none has room;
 - ``ray``: one Ray task per run (``pip install -e '.[ray]'``), on a local Ray instance with
   ``workers`` runs at a time, or on a running cluster (``address="auto"`` or
   ``"ray://host:port"``); a task asks for a share of a GPU sized to its model
@@ -119,6 +121,9 @@ class _SerialPool:
     def __init__(self, threads: int):
         self.threads, self.job = threads, None
 
+    def fits(self, cfg: RunConfig) -> bool:
+        return True
+
     def idle(self) -> int:
         return 0 if self.job else 1
 
@@ -155,6 +160,7 @@ class _LocalWorker:
         child.close()
         self.gpu = gpu
         self.job: RunConfig | None = None
+        self.reserved = 0  # GPU bytes its run was placed with
 
     def give(self, cfg: RunConfig) -> None:
         self.job = cfg
@@ -225,6 +231,9 @@ class _LocalPool:
     def __init__(self, workers: int, threads: int):
         self.size, self.threads = workers, threads
         self.gpus = _local_gpu_count()
+        self.capacity = resources.gpu_capacities(self.gpus) if self.gpus else []
+        self.reserved = [0] * self.gpus
+        self.needs: dict[str, int] = {}  # config hash -> estimated GPU bytes
         self.workers: list[_LocalWorker] = []
 
     def idle(self) -> int:
@@ -233,22 +242,45 @@ class _LocalPool:
     def running(self) -> int:
         return sum(w.job is not None for w in self.workers)
 
+    def fits(self, cfg: RunConfig) -> bool:
+        """Whether ``cfg`` can start now: a CPU run always; a GPU run when a GPU has room for its
+        estimate, or when nothing runs (a run larger than the estimate allows then runs alone)."""
+        return not self._on_gpu(cfg) or self.running() == 0 or self._place(cfg)[0] is not None
+
+    def _on_gpu(self, cfg: RunConfig) -> bool:
+        return self.gpus > 0 and cfg.device != "cpu"
+
+    def _place(self, cfg: RunConfig) -> tuple[int | None, int]:
+        """(the GPU for ``cfg``, the bytes reserved for it there)."""
+        if cfg.hash() not in self.needs:
+            self.needs[cfg.hash()] = resources.run_gpu_bytes(cfg)
+        need = self.needs[cfg.hash()]
+        return resources.place_run(need, self.reserved, self.capacity), need
+
     def submit(self, cfg: RunConfig) -> None:
         for worker in [w for w in self.workers if w.job is None and not w.process.is_alive()]:
             worker.stop()  # died while idle
             self.workers.remove(worker)
-        free = [w for w in self.workers if w.job is None]
+        gpu, need = self._place(cfg) if self._on_gpu(cfg) else (None, 0)
+        if self._on_gpu(cfg) and gpu is None:  # nothing runs, yet no card holds the estimate: the roomiest one
+            gpu = max(range(self.gpus), key=lambda g: self.capacity[g] - self.reserved[g])
+        free = [w for w in self.workers if w.job is None and w.gpu == gpu]
         if not free:
-            free = [_LocalWorker(self.threads, self._least_used_gpu(cfg))]
+            for idle in [w for w in self.workers if w.job is None][: max(0, len(self.workers) + 1 - self.size)]:
+                idle.stop()  # make room for a worker on another GPU
+                self.workers.remove(idle)
+            free = [_LocalWorker(self.threads, gpu)]
             self.workers.append(free[0])
-        free[0].give(_one_gpu_device(cfg) if free[0].gpu is not None else cfg)
+        worker = free[0]
+        if gpu is not None:
+            worker.reserved = need
+            self.reserved[gpu] += need
+        worker.give(_one_gpu_device(cfg) if gpu is not None else cfg)
 
-    def _least_used_gpu(self, cfg: RunConfig) -> int | None:
-        """On a machine with several GPUs, the one the fewest workers use (None: let torch pick)."""
-        if self.gpus < 2 or cfg.device == "cpu":
-            return None
-        used = Counter(w.gpu for w in self.workers)
-        return min(range(self.gpus), key=lambda gpu: used[gpu])
+    def _release(self, worker: _LocalWorker) -> None:
+        if worker.gpu is not None:
+            self.reserved[worker.gpu] -= worker.reserved
+        worker.reserved = 0
 
     def collect(self, timeout: float) -> list[tuple[RunConfig, dict]]:
         busy = [w for w in self.workers if w.job is not None]
@@ -259,6 +291,7 @@ class _LocalPool:
         results = []
         for worker in done:
             cfg = worker.job
+            self._release(worker)
             result = worker.take_result()
             if result["status"] == "died":
                 worker.stop()
@@ -304,6 +337,9 @@ class _RayPool:
 
     def idle(self) -> int:
         return self.size - len(self.pending)
+
+    def fits(self, cfg: RunConfig) -> bool:
+        return True  # Ray places the task by the GPU share it asks for
 
     def running(self) -> int:
         return len(self.pending)
@@ -463,7 +499,7 @@ def _schedule(todo: list[RunConfig], pool, board: "_Board", retries: int, poll_s
     outcomes: dict[str, Outcome] = {}
     last_look = time.monotonic()
     while queue or parked or pool.running():
-        while queue and pool.idle() > 0:
+        while queue and pool.idle() > 0 and pool.fits(queue[0]):
             cfg = queue.popleft()
             attempts[cfg.hash()] += 1
             pool.submit(cfg)

@@ -7,8 +7,9 @@ budget of one run is the cores this process may use (its CPU affinity: a SLURM a
 container limit, not the machine's core count) divided by the runs sharing them, at least one;
 ``$FEDLIB_THREADS`` (or an explicit ``threads``) overrides it.
 
-On a GPU, small models leave most of the card idle, so several of their runs share one; large
-ones get a whole card (:func:`gpu_share`).
+On a GPU, small models leave most of the card idle, so several of their runs share one. Ray
+tasks ask for a fixed share per model (:func:`gpu_share`); local workers are packed onto the
+cards by each run's estimated GPU memory (:func:`run_gpu_bytes`, :func:`place_run`).
 """
 
 from __future__ import annotations
@@ -98,3 +99,50 @@ def gpu_share(model: str) -> float:
     """The fraction of one GPU a run of ``model`` is given: a quarter for the small models of
     :data:`SMALL_MODELS` (four share a card), a whole card for the rest."""
     return SMALL_MODEL_GPU_SHARE if model in SMALL_MODELS else 1.0
+
+
+# ---------------------------------------------------------------------- GPU memory of a run
+GPU_CONTEXT_BYTES = 768 << 20  # CUDA context, cuBLAS/cuDNN workspaces and allocator slack, per process
+GPU_USABLE_SHARE = 0.9  # of a card's memory that packed runs may reserve together
+
+
+def run_gpu_bytes(cfg) -> int:
+    """Estimated GPU memory of one run of ``cfg``: the process's CUDA context, its dataset (uint8,
+    on the device whole), the global and working models, and the clients it trains at once (the
+    round's clients on the stacked path, else one) with their parameters, gradients, momentum and
+    one batch of activations (:func:`fedlib.stacked.bytes_per_client`)."""
+    import torch
+
+    from fedlib import data, stacked
+    from fedlib.backend_choice import choose_backend
+    from fedlib.models import build_model
+    from fedlib.state import sample_clients
+
+    options = {k: v for k, v in cfg.dataset_options.items() if k != "split"}
+    shape = data.dataset_shape(cfg.dataset, **options)
+    pixels = shape.channels * shape.image_size ** 2
+    train = min(shape.train_size, cfg.max_train_samples or shape.train_size)
+    test = min(shape.test_size, cfg.max_test_samples or shape.test_size)
+    model = build_model(cfg.model, shape.num_classes, in_channels=shape.channels, image_size=shape.image_size)
+    sample = torch.zeros(1, shape.channels, shape.image_size, shape.image_size)
+    per_client = stacked.bytes_per_client(model, sample, cfg.batch_size)
+    model_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
+    backend = choose_backend(cfg.model, cfg.method, "cuda") if cfg.backend == "auto" else cfg.backend
+    at_once = len(sample_clients(cfg.seed, 0, cfg.clients, cfg.participation)) if backend == "stacked" else 1
+    return GPU_CONTEXT_BYTES + (train + test) * pixels + 2 * model_bytes + at_once * per_client
+
+
+def place_run(need: int, reserved: list[int], capacity: list[int]) -> int | None:
+    """The GPU (index) with the most room left that still holds ``need`` bytes on top of what is
+    ``reserved`` there, out of ``capacity`` per GPU; None when no GPU has room."""
+    room = [cap - used for cap, used in zip(capacity, reserved)]
+    fitting = [gpu for gpu, left in enumerate(room) if left >= need]
+    return max(fitting, key=lambda gpu: room[gpu]) if fitting else None
+
+
+def gpu_capacities(count: int) -> list[int]:
+    """Bytes packed runs may reserve on each of the first ``count`` GPUs (:data:`GPU_USABLE_SHARE`
+    of each card's memory)."""
+    import torch
+
+    return [int(torch.cuda.get_device_properties(gpu).total_memory * GPU_USABLE_SHARE) for gpu in range(count)]

@@ -23,6 +23,15 @@ equal batch size, gathered out of the stack and scattered back.
 Results agree with the sequential path to float tolerance, not bitwise (batched kernels sum in a
 different order). Models with dropout draw different random masks than the sequential path.
 
+Under bf16 autocast, BatchNorm layers take their input in float32 here (:func:`batchnorm_in_float32`).
+vmap's batch rule for BatchNorm folds the clients into the channels and calls the plain kernel
+with a stand-in weight of the *input's* dtype (bf16) beside the float32 running statistics, a mix
+the kernels refuse (CUDA: "Expected running_mean to have type BFloat16 but got Float", in the
+backward). Only the GPU crashed because CPU autocast leaves vmapped convolutions in float32, so
+BatchNorm never got a bf16 input on the CPU's stacked path (its bf16 runs there are bf16 in the
+linear layers only). Normalising a float32 copy of the bf16 input is the arithmetic cuDNN does
+anyway (float32 statistics); only the output's rounding to bf16 moves to the next autocast op.
+
 What a method must keep to run here is its contract (rules 2-4 of :mod:`fedlib.algorithms.base`):
 ``loss`` and a ``pure_penalty`` run under vmap, the tensors and numbers of ``ctx.extras`` are per
 client (anything else there must be equal across clients), and a tensor or number ``loss``
@@ -36,8 +45,9 @@ from __future__ import annotations
 
 import os
 import warnings
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 import torch
 from torch import Tensor, nn
@@ -219,6 +229,30 @@ def stack_size(model: nn.Module, sample: Tensor, batch_size: int, num_clients: i
     return int(min(fit, num_clients))
 
 
+# ====================================================================== bf16 and BatchNorm
+_LOW_PRECISION = (torch.bfloat16, torch.float16)
+
+
+def _float_input(_module: nn.Module, args: tuple) -> tuple | None:
+    """A forward pre-hook: a low-precision input becomes float32 (other inputs pass unchanged)."""
+    if args and isinstance(args[0], Tensor) and args[0].dtype in _LOW_PRECISION:
+        return (args[0].float(), *args[1:])
+    return None
+
+
+@contextmanager
+def batchnorm_in_float32(model: nn.Module, enabled: bool = True) -> Iterator[None]:
+    """While open, ``model``'s BatchNorm layers normalise a float32 copy of a bf16/fp16 input, so
+    their kernel sees one dtype for input, weight and running statistics (see the module notes)."""
+    layers = [m for m in model.modules() if isinstance(m, nn.modules.batchnorm._BatchNorm)] if enabled else []
+    handles = [layer.register_forward_pre_hook(_float_input) for layer in layers]
+    try:
+        yield
+    finally:
+        for handle in handles:
+            handle.remove()
+
+
 # ====================================================================== the stack of clients
 def _take(value: Tensor, selection: slice | Tensor) -> Tensor:
     """A slice is a view into the stack; an index tensor gathers a copy."""
@@ -359,8 +393,9 @@ def _train_chunk(server: ServerState, algorithm: Algorithm, setups: list, rule: 
     stack = ClientStack(server, algorithm, ctxs, rule, teachers, shared, state)
     steps = [s for _, _, s in setups]
     iterators = [it for _, it, _ in setups]
-    for t in range(max(steps, default=0)):
-        _tick(stack, iterators, sum(1 for s in steps if s > t), first=t == 0)
+    with batchnorm_in_float32(stack.model, enabled=server.autocast_dtype is not None):
+        for t in range(max(steps, default=0)):
+            _tick(stack, iterators, sum(1 for s in steps if s > t), first=t == 0)
     keys = list(server.model.state_dict())
     updates = []
     for index, (ctx, _, count) in enumerate(setups):

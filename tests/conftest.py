@@ -33,3 +33,14 @@ def _torch_threads_unchanged():
     yield
     if torch.get_num_threads() != previous:
         torch.set_num_threads(previous)
+
+
+def pytest_collection_modifyitems(config, items):
+    """Tests marked ``cuda`` run where a CUDA GPU is present and are skipped elsewhere: no test
+    depends on a GPU."""
+    if torch.cuda.is_available():
+        return
+    skip = pytest.mark.skip(reason="needs a CUDA GPU (torch.cuda.is_available() is false)")
+    for item in items:
+        if "cuda" in item.keywords:
+            item.add_marker(skip)

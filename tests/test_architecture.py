@@ -19,14 +19,14 @@ PACKAGE = Path(fedlib.__file__).parent
 # not the registry or the contract is a method, on the "methods" floor.
 FLOORS = [
     ("foundations", {"fedlib", "fedlib.errors", "fedlib.yaml_input", "fedlib.data", "fedlib.data_check",
-                     "fedlib.partition", "fedlib.models", "fedlib.augment"}),
+                     "fedlib.partition", "fedlib.models", "fedlib.augment", "fedlib.determinism"}),
     ("method registry", {"fedlib.algorithms"}),
     ("config", {"fedlib.config"}),
     ("run state", {"fedlib.state"}),
     ("method contract", {"fedlib.algorithms.base", "fedlib.algorithms._common"}),
     ("local training", {"fedlib.client_training"}),
     ("methods", set()),
-    ("backends", {"fedlib.threaded", "fedlib.stacked"}),
+    ("backends", {"fedlib.threaded", "fedlib.stacked", "fedlib.backend_choice"}),
     ("results store", {"fedlib.store"}),
     ("engine", {"fedlib.engine"}),
 ]

@@ -163,3 +163,69 @@ def test_backend_is_validated_and_not_hashed():
     assert tiny_config(UNEQUAL_CLIENTS, backend="stacked").hash() == tiny_config(UNEQUAL_CLIENTS).hash()
     with pytest.raises(FedlibError, match="unknown backend 'vmap'"):
         tiny_config(UNEQUAL_CLIENTS, backend="vmap")
+
+
+class _BatchNormDtypes(torch.utils._python_dispatch.TorchDispatchMode):
+    """Records the floating dtypes of every tensor argument of each BatchNorm kernel call."""
+
+    def __init__(self):
+        super().__init__()
+        self.calls = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if "batch_norm" in func.__name__:
+            dtypes = {a.dtype for a in args if isinstance(a, torch.Tensor) and a.is_floating_point()}
+            self.calls.append((func.__name__, dtypes))
+        return func(*args, **(kwargs or {}))
+
+
+def _vmapped_batchnorm_step(layer: torch.nn.Module, x: torch.Tensor) -> None:
+    """Forward and backward of ``layer`` per client under vmap, as the stacked path runs it."""
+    from torch.func import functional_call, vmap
+
+    params = {n: p.detach().unsqueeze(0).repeat(len(x), 1).requires_grad_() for n, p in layer.named_parameters()}
+    buffers = {n: b.unsqueeze(0).repeat(len(x), *[1] * b.dim()).clone() for n, b in layer.named_buffers()}
+    out = vmap(lambda p, b, xk: functional_call(layer, (p, b), (xk,)))(params, buffers, x)
+    out.float().square().sum().backward()
+
+
+def test_bf16_batchnorm_under_vmap_crashes_on_the_cpu_too_without_float32_inputs():
+    """The cause of CUDA's "Expected running_mean to have type BFloat16 but got Float" on the
+    stacked path: vmap's BatchNorm rule calls the kernel with a stand-in weight of the *input's*
+    dtype (bf16) beside the float32 running statistics, a mix the kernels refuse. The stacked
+    round itself ran on the CPU only because CPU autocast leaves vmapped convolutions in float32,
+    so BatchNorm never got a bf16 input there; fed one directly, the CPU kernel fails as well."""
+    layer = torch.nn.BatchNorm2d(3)
+    x = torch.randn(2, 4, 3, 5, 5).to(torch.bfloat16).requires_grad_()  # 2 clients, batches of 4
+    with pytest.raises(RuntimeError, match="BFloat16"):
+        _vmapped_batchnorm_step(layer, x)
+
+
+def test_bf16_batchnorm_under_vmap_runs_with_float32_inputs_and_one_dtype_per_kernel():
+    layer = torch.nn.BatchNorm2d(3)
+    x = torch.randn(2, 4, 3, 5, 5).to(torch.bfloat16).requires_grad_()
+    with stacked.batchnorm_in_float32(layer), _BatchNormDtypes() as seen:
+        _vmapped_batchnorm_step(layer, x)
+    names = {name for name, _ in seen.calls}
+    assert any("backward" in name for name in names) and len(names) >= 2
+    assert all(dtypes == {torch.float32} for _, dtypes in seen.calls), seen.calls
+    assert not layer._forward_pre_hooks, "the hooks are gone when the block ends"
+
+
+def test_a_bf16_stacked_round_on_a_batchnorm_model_stays_stacked_and_finite():
+    cfg = tiny_config(UNEQUAL_CLIENTS, model="resnet8", max_train_samples=80, local_epochs=1,
+                      precision="bf16", backend="stacked")
+    server, algorithm = engine.prepare(cfg)
+    with _BatchNormDtypes() as seen, warnings.catch_warnings():
+        warnings.simplefilter("error")  # no fallback to the sequential path
+        engine.run_round(server, algorithm)
+    assert seen.calls and all(len(dtypes) == 1 for _, dtypes in seen.calls)
+    assert all(torch.isfinite(v).all() for v in server.model.state_dict().values() if v.is_floating_point())
+
+
+def test_the_float32_batchnorm_hooks_are_removed_after_the_round():
+    server, algorithm = engine.prepare(tiny_config(UNEQUAL_CLIENTS, model="resnet8", max_train_samples=80,
+                                                   precision="bf16", backend="stacked"))
+    engine.run_round(server, algorithm)
+    layers = [m for m in server.local_model().modules() if isinstance(m, torch.nn.BatchNorm2d)]
+    assert layers and all(not layer._forward_pre_hooks for layer in layers)

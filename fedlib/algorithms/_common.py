@@ -24,8 +24,9 @@ TEACHER_MODES = ("eval", "train")
 
 # ---------------------------------------------------------------------- masks
 def true_class_mask(labels: Tensor, num_classes: int) -> Tensor:
-    """(B, C) bool, True at each sample's own label."""
-    return torch.nn.functional.one_hot(labels, num_classes).bool()
+    """(B, C) bool, True at each sample's own label (compared with the class indices: one_hot
+    would check the labels' range, reading two values back to the host every step)."""
+    return labels.unsqueeze(-1) == torch.arange(num_classes, device=labels.device)
 
 
 def vacant_classes(class_counts: Tensor) -> Tensor:

@@ -69,7 +69,8 @@ def local_loss(logits: Tensor, features: Tensor, labels: Tensor, deco: float = 4
 
 def intra_class_decorrelation(features: Tensor, labels: Tensor, num_classes: int) -> Tensor:
     """FedMR's L_intra: squared off-diagonal correlations per class, over counted samples."""
-    members = F.one_hot(labels, num_classes).T.to(features.dtype)  # (C, B)
+    classes = torch.arange(num_classes, device=labels.device)
+    members = (classes.unsqueeze(1) == labels).to(features.dtype)  # (C, B); one_hot would sync to check labels
     counts = members.sum(dim=1)  # (C,)
     standardised = _standardise_per_class(features, members, counts)  # (C, B, D), 0 off-class
     gram = standardised @ standardised.transpose(1, 2)  # (C, B, B)

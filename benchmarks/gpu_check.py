@@ -1,0 +1,269 @@
+"""The GPU check of issue 30, one part at a time: each part prints a markdown section.
+
+    python -m benchmarks.gpu_check --part workloads --device cuda > section.md
+
+``benchmarks/gpu_check.sh`` runs every part under its own time limit and joins the sections into
+``benchmarks/RESULTS-gpu.md``. The parts:
+
+- ``env``: the card, torch, CUDA, the determinism setting;
+- ``tests``: the CUDA-marked tests (equivalence on every path, repeatability, determinism), counted;
+- ``workloads``: (a) FedVLS CIFAR-10 MobileNetV2 fraction 0.02, (b) FedLMD CIFAR-10 cnn2,
+  (c) PKD Fashion-MNIST LeNet-5 fraction 0.2, one round per path after an untimed one, against
+  the naive loop (``benchmarks/naive.py``); CIFAR-10 is fedlib's stand-in of the full size
+  (synthetic patterns: the timing does not depend on the pixels);
+- ``packing``: 1, 2, 4 and 8 runs of workload (c) side by side on the card (separate processes),
+  images per second all together;
+- ``profile``: torch.profiler's table of one MobileNetV2 FedVLS local step;
+- ``opcount``: aten ops and host syncs per local step (``benchmarks/op_count.py``).
+
+``--tiny`` shrinks every workload to a few dozen images and uses stand-ins for every dataset, so
+the whole check runs on a CPU in minutes (``--device cpu --tiny``: the smoke test of this script;
+tests/test_gpu_check.py runs its parts in seconds).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import subprocess
+import sys
+import time
+import warnings
+from collections import Counter
+from pathlib import Path
+from typing import Iterator
+
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+PARTS = ("env", "tests", "workloads", "packing", "profile", "opcount")
+WORKLOAD_FRACTIONS = {"a": 0.02, "b": 1.0, "c": 0.2}
+WORKLOAD_PATHS = {"a": ("naive", "sequential", "stacked", "sequential+bf16"),
+                  "b": ("naive", "sequential", "stacked"),
+                  "c": ("naive", "sequential", "stacked", "stacked+bf16")}
+PACKING = (1, 2, 4, 8)
+STAND_IN_SIZES = {"cifar10": (50000, 10000), "fashion_mnist": (60000, 10000)}
+
+
+# ---------------------------------------------------------------------- data
+@contextlib.contextmanager
+def stand_ins(names: tuple[str, ...], tiny: bool) -> Iterator[None]:
+    """Inside, the engine loads a full-size stand-in (``tiny``: 400 images) for each of ``names``."""
+    from fedlib import data, engine
+
+    original = engine.load_dataset
+
+    def load(name, data_dir=None, download=False, **options):
+        if name not in names:
+            return original(name, data_dir=data_dir, download=download, **options)
+        train, test = (400, 50) if tiny else STAND_IN_SIZES.get(name, (50000, 10000))
+        return data.stand_in_dataset(name, train, test, seed=0, **options)
+
+    engine.load_dataset = load
+    engine._DATASET_CACHE.clear()
+    try:
+        yield
+    finally:
+        engine.load_dataset = original
+        engine._DATASET_CACHE.clear()
+
+
+def _stand_in_names(tiny: bool) -> tuple[str, ...]:
+    """CIFAR-10 always (the device carries no JPEG folder); Fashion-MNIST too when tiny or missing."""
+    from fedlib import data
+
+    names = ["cifar10"]
+    if tiny or not data.dataset_available("fashion_mnist"):
+        names.append("fashion_mnist")
+    return tuple(names)
+
+
+def workload(name: str, device: str, tiny: bool):
+    """The bench config of workload ``name`` at its check fraction (``tiny``: a few dozen images, 1 epoch)."""
+    from benchmarks import bench
+
+    cfg = bench.workload_config(name, 1.0, device)
+    if tiny:
+        images = 100 if cfg.partition == "balanced" else 4 * cfg.clients  # balanced: every client holds every class
+        return cfg.replace(max_train_samples=images, max_test_samples=20, min_client_size=0, local_epochs=1,
+                           batch_size=8)
+    fraction = WORKLOAD_FRACTIONS[name]
+    return bench.workload_config(name, fraction, device) if fraction < 1 else cfg
+
+
+# ---------------------------------------------------------------------- parts
+def part_env(device: str, tiny: bool) -> str:
+    import fedlib.determinism  # noqa: F401 - sets CUBLAS_WORKSPACE_CONFIG, as every run does
+
+    lines = ["## Machine", "", f"- torch {torch.__version__}, Python {sys.version.split()[0]}"]
+    if device.startswith("cuda"):
+        props = torch.cuda.get_device_properties(0)
+        lines.append(f"- {props.name}, {props.total_memory / 2**30:.0f} GiB, {props.multi_processor_count} SMs, "
+                     f"CUDA {torch.version.cuda}, cuDNN {torch.backends.cudnn.version()}")
+    lines.append(f"- CUBLAS_WORKSPACE_CONFIG={os.environ.get('CUBLAS_WORKSPACE_CONFIG', '')}, "
+                 f"FEDLIB_DETERMINISTIC={os.environ.get('FEDLIB_DETERMINISTIC', '(unset: deterministic)')}")
+    return "\n".join(lines)
+
+
+def part_tests(device: str, tiny: bool) -> str:
+    """The CUDA-marked tests, stopped after ``$GPU_CHECK_TEST_SECONDS`` (default 90) with what they
+    reached counted; on a CPU (the smoke) one small CPU repeatability case instead."""
+    if device.startswith("cuda"):
+        selection = ["-m", "cuda", "tests/test_determinism.py", "tests/test_repeatability.py",
+                     "tests/test_backend_equivalence.py"]
+    else:
+        selection = ["tests/test_repeatability.py", "-k", "twice and cpu and lenet5"]
+    args = [sys.executable, "-m", "pytest", "-v", "-p", "no:cacheprovider", *selection]
+    seconds = float(os.environ.get("GPU_CHECK_TEST_SECONDS", "90"))
+    try:
+        output, ending = subprocess.run(args, cwd=ROOT, capture_output=True, text=True, timeout=seconds).stdout, ""
+    except subprocess.TimeoutExpired as stopped:
+        output = stopped.stdout.decode() if isinstance(stopped.stdout, bytes) else (stopped.stdout or "")
+        ending = f" (stopped after {seconds:.0f} s: the counts are of the tests reached)"
+    outcomes, failures = count_outcomes(output)
+    counted = ", ".join(f"{outcomes[word]} {word.lower()}" for word in TEST_OUTCOMES if outcomes[word]) or "none"
+    return "\n".join(["## CUDA tests (equivalence, repeatability, determinism)", "",
+                      f"`pytest {' '.join(args[3:])}`: {counted}{ending}", "",
+                      *[f"- failed: `{name}`" for name in failures[:40]]])
+
+
+TEST_OUTCOMES = ("PASSED", "FAILED", "XFAIL", "XPASS", "SKIPPED", "ERROR")
+
+
+def count_outcomes(verbose_output: str) -> tuple[Counter, list[str]]:
+    """Outcomes in ``pytest -v`` output (one per test line), and the tests that failed or errored."""
+    outcomes, failures = Counter(), []
+    for parts in (line.split() for line in verbose_output.splitlines()):
+        if len(parts) >= 2 and "::" in parts[0] and parts[1] in TEST_OUTCOMES:  # "tests/x.py::test OUTCOME ..."
+            outcomes[parts[1]] += 1
+            failures += [parts[0]] if parts[1] in ("FAILED", "ERROR") else []
+    return outcomes, failures
+
+
+def part_workloads(device: str, tiny: bool) -> Iterator[str]:
+    """Rows as they are measured (a part stopped at its time limit keeps the rows it printed)."""
+    from benchmarks import bench
+
+    yield from ["## Workloads: seconds per round against the naive loop", "",
+                "| workload | path | s/round | full-data s/round | x naive | img/s | TFLOP/s (3 x forward) |",
+                "|---|---|---:|---:|---:|---:|---:|"]
+    with stand_ins(_stand_in_names(tiny), tiny), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for name in ("c", "b", "a"):
+            cfg = workload(name, device, tiny)
+            flops = bench.flops_per_image(cfg)
+            fraction = 1.0 if tiny else WORKLOAD_FRACTIONS[name]
+            base = None
+            for path in WORKLOAD_PATHS[name]:  # naive first: the others are compared with it
+                try:
+                    r = bench.time_path(cfg, path, rounds=1, repeat=1, profile=False)
+                except Exception as error:  # noqa: BLE001 - a failing path is a result of the check
+                    yield f"| ({name}) | {path} | failed: {str(error).splitlines()[0][:120]} | | | | |"
+                    continue
+                _synchronize(device)
+                base = base or (r["seconds"] if path == "naive" else None)
+                rate = r["images"] / r["seconds"]
+                ratio = f"{base / r['seconds']:.1f}" if base else "-"
+                yield (f"| ({name}) | {path} | {r['seconds']:.2f} | {r['seconds'] / fraction:.1f} | {ratio} | "
+                       f"{rate:.0f} | {rate * flops / 1e12:.3f} |")
+
+
+def _synchronize(device: str) -> None:
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+
+
+def part_packing(device: str, tiny: bool) -> Iterator[str]:
+    """Workload (c) at fraction 0.05, 1/2/4/8 processes at once on the card: images per second together."""
+    yield from ["## Runs per GPU, side by side (workload (c) at fraction 0.05, stacked path, one round each "
+                "after an untimed one; separate processes)", "",
+                "| runs | wall s | images/s together | x one run |", "|---:|---:|---:|---:|"]
+    single = None
+    for count in PACKING[:2] if tiny else PACKING:
+        command = [sys.executable, "-m", "benchmarks.gpu_check", "--part", "one-run", "--device", device]
+        command += ["--tiny"] if tiny else []
+        started = time.perf_counter()
+        procs = [subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+                 for _ in range(count)]
+        outputs = [p.communicate()[0] for p in procs]
+        wall = time.perf_counter() - started
+        rates = [float(out.strip().splitlines()[-1]) for out in outputs if out.strip()]
+        if len(rates) < count:
+            yield f"| {count} | {wall:.1f} | {len(rates)} of {count} runs finished | |"
+            continue
+        total = sum(rates)
+        single = single or total
+        yield f"| {count} | {wall:.1f} | {total:.0f} | {total / single:.2f} |"
+
+
+def part_one_run(device: str, tiny: bool) -> str:
+    """One run of workload (c) at fraction 0.05 on the stacked path: its images per second (the last line)."""
+    from benchmarks import bench
+
+    with stand_ins(_stand_in_names(tiny), tiny), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        cfg = workload("c", device, tiny) if tiny else bench.workload_config("c", 0.05, device)
+        result = bench.time_path(cfg, "stacked", rounds=1, repeat=1, profile=False)
+    return f"{result['images'] / result['seconds']:.1f}"
+
+
+def part_profile(device: str, tiny: bool) -> str:
+    """torch.profiler's table of one local step of FedVLS on MobileNetV2 (sequential path; LeNet-5 when tiny)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    from benchmarks.op_count import count_config
+    from fedlib import engine
+    from fedlib.client_training import client_setup
+
+    model_name = "lenet5" if tiny else "mobilenetv2"
+    cfg = count_config(model_name, "fedvls", batch_size=8 if tiny else 64).replace(device=device)
+    server, algorithm = engine.prepare(cfg)
+    ctx, batches = client_setup(server, algorithm, 0, cfg.lr)
+    model = server.local_model()
+    optimizer = algorithm.make_optimizer(model, ctx.lr, cfg.momentum, cfg.weight_decay, ctx)
+    model.train()
+    x, y = next(batches)
+    for _ in range(2):  # warm-up: lazy state, cuDNN plans
+        algorithm.train_step(model, optimizer, x, y, ctx)
+    _synchronize(device)
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.startswith("cuda") else [])
+    with profile(activities=activities) as prof:
+        algorithm.train_step(model, optimizer, x, y, ctx)
+        _synchronize(device)
+    sort = "cuda_time_total" if device.startswith("cuda") else "cpu_time_total"
+    table = prof.key_averages().table(sort_by=sort, row_limit=15, max_name_column_width=40)
+    return "\n".join([f"## Profile of one {model_name} FedVLS local step (batch {len(y)}, sequential)", "",
+                      "```", table.strip(), "```"])
+
+
+def part_opcount(device: str, tiny: bool) -> str:
+    from benchmarks import op_count
+
+    methods, models = (["fedavg"], ["lenet5"]) if tiny else (["fedavg", "fedvls", "fedlmd", "pkd"],
+                                                            ["lenet5", "cnn2", "mobilenetv2"])
+    return "\n".join(["## Aten ops and host syncs per local step (counted on the CPU)", "",
+                      op_count.table(methods, models, steps=2, where=not tiny)])
+
+
+PART_FUNCTIONS = {"env": part_env, "tests": part_tests, "workloads": part_workloads, "packing": part_packing,
+                  "profile": part_profile, "opcount": part_opcount, "one-run": part_one_run}
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--part", choices=sorted(PART_FUNCTIONS), required=True)
+    parser.add_argument("--device", default="cuda")
+    parser.add_argument("--tiny", action="store_true", help="a few dozen images per workload, stand-ins only")
+    args = parser.parse_args(argv)
+    if args.device.startswith("cuda") and not torch.cuda.is_available():
+        print(f"## {args.part}\n\nno CUDA device here: use --device cpu")
+        return 2
+    output = PART_FUNCTIONS[args.part](args.device, args.tiny)
+    for line in [output] if isinstance(output, str) else output:
+        print(line, flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# The GPU check of issue 30: every part of benchmarks/gpu_check.py under its own time limit (about
+# 7.8 minutes at most), joined into benchmarks/RESULTS-gpu.md (and copied to $OUT when set).
+#
+#   bash benchmarks/gpu_check.sh                      # on a machine with one CUDA GPU
+#   bash benchmarks/gpu_check.sh --device cpu --tiny  # the smoke: every part on a CPU (minutes)
+#   FEDLIB_DATA=... bash benchmarks/gpu_check.sh --prepare-carry  # gzip Fashion-MNIST into .carry/ to carry it
+#
+# Data: Fashion-MNIST is read from $FEDLIB_DATA, else unpacked from .carry/FashionMNIST/raw/*.gz
+# (torchvision's file names, gzipped: what a device call carries); CIFAR-10 is a full-size stand-in.
+set -u
+cd "$(dirname "$0")/.."
+if [ "${1:-}" = "--prepare-carry" ]; then  # here, before a device call: gzip Fashion-MNIST into .carry/ (ignored by git)
+  src=${FEDLIB_DATA:?set FEDLIB_DATA to the folder holding FashionMNIST/raw}/FashionMNIST/raw
+  mkdir -p .carry/FashionMNIST/raw
+  for f in "$src"/*-ubyte; do gzip -c "$f" > ".carry/FashionMNIST/raw/$(basename "$f").gz"; done
+  du -sh .carry; exit 0
+fi
+PY=${PYTHON:-python3}
+ARGS=("$@")
+[ ${#ARGS[@]} -eq 0 ] && ARGS=(--device cuda)
+TINY=0; for a in "${ARGS[@]}"; do [ "$a" = "--tiny" ] && TINY=1; done
+
+if [ -z "${FEDLIB_DATA:-}" ] && ls .carry/FashionMNIST/raw/*.gz >/dev/null 2>&1; then
+  export FEDLIB_DATA=/tmp/fedlib-gpu-check-data
+  mkdir -p "$FEDLIB_DATA/FashionMNIST/raw"
+  for f in .carry/FashionMNIST/raw/*.gz; do
+    out="$FEDLIB_DATA/FashionMNIST/raw/$(basename "${f%.gz}")"
+    [ -f "$out" ] || gunzip -c "$f" > "$out"
+  done
+fi
+export PYTHONUNBUFFERED=1 PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
+
+# part and its limit in seconds (the smoke gives each part the same ample limit)
+PARTS=("env 20" "tests 100" "workloads 200" "packing 80" "profile 30" "opcount 40")
+RESULTS=benchmarks/RESULTS-gpu.md
+[ "$TINY" = 1 ] && RESULTS=${GPU_CHECK_RESULTS:-/tmp/RESULTS-gpu-smoke.md}
+{
+  echo "# GPU check (benchmarks/gpu_check.sh)"
+  echo
+  echo "Code $(git rev-parse --short HEAD 2>/dev/null || echo unknown), $(date -u '+%Y-%m-%d %H:%M UTC'), arguments: ${ARGS[*]}."
+  echo "Each part ran under its own time limit; a part that ran out says so. Regenerate with the same command."
+} > "$RESULTS"
+for entry in "${PARTS[@]}"; do
+  set -- $entry
+  part=$1; limit=$2
+  [ "$TINY" = 1 ] && limit=300
+  started=$(date +%s)
+  section=$(timeout "$limit" "$PY" -m benchmarks.gpu_check --part "$part" "${ARGS[@]}" 2>/tmp/gpu-check-$part.err)
+  code=$?
+  took=$(( $(date +%s) - started ))
+  {
+    echo
+    if [ -n "$section" ]; then echo "$section"; else echo "## $part"; fi
+    echo
+    if [ $code -eq 124 ]; then echo "_part $part ran out of its $limit s limit after printing the above_"
+    elif [ $code -ne 0 ]; then echo "_part $part failed (exit $code): $(tail -n 1 /tmp/gpu-check-$part.err)_"
+    else echo "_part $part: $took s_"; fi
+  } >> "$RESULTS"
+  echo "part $part: exit $code, $took s" >&2
+done
+cat "$RESULTS"
+[ -n "${OUT:-}" ] && cp "$RESULTS" "$OUT/" && cp /tmp/gpu-check-*.err "$OUT/" 2>/dev/null
+exit 0

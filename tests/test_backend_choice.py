@@ -1,0 +1,63 @@
+"""backend="auto": threads on a CPU; elsewhere only paths verified on that device kind, the
+fastest per model as measured (fedlib/verified_paths.json), else the sequential reference."""
+
+import json
+
+import pytest
+
+from fedlib import engine
+from fedlib.backend_choice import TABLE_PATH, choose_backend, verified_paths
+from fedlib.config import BACKENDS
+from tests.helpers import tiny_config
+
+TABLE = {"devices": {"cuda": {
+    "verified": {"sequential": "ref", "stacked": "passed"},
+    "unverified_methods": {"fedmr": "5.8e-3 off"},
+    "fastest": {"lenet5": {"backend": "stacked"}, "mobilenetv2": {"backend": "sequential"},
+                "resnet18": {"backend": "threads"}},  # measured fastest but never verified
+}}}
+
+
+@pytest.mark.parametrize("model, method, device, expected", [
+    ("lenet5", "fedavg", "cpu", "threads"),  # the CPU keeps its choice whatever the table says
+    ("mobilenetv2", "fedmr", "cpu", "threads"),
+    ("lenet5", "pkd", "cuda", "stacked"),
+    ("mobilenetv2", "fedvls", "cuda", "sequential"),
+    ("lenet5", "fedmr", "cuda", "sequential"),  # its fast paths failed on CUDA
+    ("lenet5", "fedvls+fedmr", "cuda", "sequential"),  # ... also inside a composition
+    ("resnet18", "fedavg", "cuda", "sequential"),  # fastest, but not a verified path
+    ("vgg9", "fedavg", "cuda", "sequential"),  # never measured
+    ("lenet5", "fedavg", "mps", "sequential"),  # a device kind nothing was verified on
+])
+def test_the_choice(model, method, device, expected):
+    assert choose_backend(model, method, device, TABLE) == expected
+
+
+def test_the_committed_table_reads_the_issue_30_measurements():
+    assert choose_backend("lenet5", "pkd", "cuda") == "stacked"
+    assert choose_backend("cnn2", "fedlmd", "cuda") == "stacked"
+    assert choose_backend("mobilenetv2", "fedvls", "cuda") == "sequential"
+    assert choose_backend("lenet5", "fedmr", "cuda") == "sequential"
+
+
+def test_the_committed_table_names_only_real_backends_and_verified_fastest_paths():
+    table = json.loads(TABLE_PATH.read_text())
+    assert table == verified_paths()
+    for kind, entry in table["devices"].items():
+        assert set(entry["verified"]) <= set(BACKENDS) - {"auto"}, kind
+        for model, row in entry["fastest"].items():
+            assert row["backend"] in entry["verified"], (kind, model)
+            assert min(row["seconds_per_round"], key=row["seconds_per_round"].get) == row["backend"], (kind, model)
+
+
+def test_the_engine_asks_the_choice_for_auto(monkeypatch):
+    asked = []
+
+    def choice(model, method, device_type):
+        asked.append((model, method, device_type))
+        return "sequential"
+
+    monkeypatch.setattr(engine, "choose_backend", choice)
+    server, algorithm = engine.prepare(tiny_config(backend="auto", rounds=1))
+    engine.run_round(server, algorithm)
+    assert asked == [("mlp", "fedavg", "cpu")]

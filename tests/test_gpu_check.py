@@ -1,0 +1,64 @@
+"""benchmarks/gpu_check.py's parts run on a CPU with --tiny (the smoke of the GPU check), so the
+script is known to work before a GPU is lent; gpu_check.sh joins them into a results file."""
+
+import pytest
+
+from benchmarks import gpu_check
+from fedlib import engine
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+
+def test_the_machine_part_names_torch_and_the_cublas_setting():
+    text = gpu_check.part_env("cpu", tiny=True)
+    assert text.startswith("## Machine") and "torch " in text and "CUBLAS_WORKSPACE_CONFIG=:4096:8" in text
+
+
+@pytest.mark.parametrize("name", ["a", "b", "c"])
+def test_tiny_workloads_are_small_valid_configs_of_the_issue_workloads(name):
+    full = gpu_check.workload(name, "cpu", tiny=False) if name == "b" else None
+    tiny = gpu_check.workload(name, "cpu", tiny=True)
+    assert tiny.max_train_samples <= 400 and tiny.local_epochs == 1  # the tiny stand-ins hold 400
+    assert tiny.model == {"a": "mobilenetv2", "b": "cnn2", "c": "lenet5"}[name]
+    assert full is None or full.max_train_samples is None, "(b) runs on the full data"
+
+
+def test_stand_ins_replace_the_datasets_and_leave_no_trace():
+    with gpu_check.stand_ins(("cifar10",), tiny=True):
+        dataset = engine.load_dataset("cifar10")
+        assert len(dataset.train_y) == 400 and dataset.image_shape == (3, 32, 32)
+    assert engine.load_dataset.__name__ == "load_dataset" and not engine._DATASET_CACHE
+
+
+def test_one_run_reports_its_images_per_second():
+    assert float(gpu_check.part_one_run("cpu", tiny=True)) > 0
+
+
+def test_the_profile_and_op_count_parts_print_tables():
+    profile = gpu_check.part_profile("cpu", tiny=True)
+    assert profile.startswith("## Profile") and "aten::" in profile
+    counts = gpu_check.part_opcount("cpu", tiny=True)
+    assert "| fedavg | lenet5 |" in counts
+
+
+def test_a_cuda_part_without_cuda_says_so(capsys):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA")
+    assert gpu_check.main(["--part", "env", "--device", "cuda"]) == 2
+    assert "no CUDA device here" in capsys.readouterr().out
+
+
+def test_test_outcomes_are_counted_from_verbose_pytest_output():
+    output = "\n".join([
+        "tests/a.py::test_x[cuda] PASSED                 [ 10%]",
+        "tests/a.py::test_y[cuda] FAILED                 [ 20%]",
+        "tests/b.py::test_z[cuda-fedmr] XFAIL (unverified)  [ 30%]",
+        "tests/b.py::test_w[cpu] SKIPPED (needs CUDA)     [ 40%]",
+        "FAILED tests/a.py::test_y[cuda] - AssertionError",
+        "=== 1 failed, 1 passed ===",
+    ])
+    outcomes, failures = gpu_check.count_outcomes(output)
+    assert dict(outcomes) == {"PASSED": 1, "FAILED": 1, "XFAIL": 1, "SKIPPED": 1}
+    assert failures == ["tests/a.py::test_y[cuda]"]

@@ -1,0 +1,74 @@
+"""Several runs per GPU with --executor local: runs are placed by their estimated GPU memory, as
+many on a card as fit 90 % of it; the arithmetic runs on the CPU (no GPU, no worker spawned)."""
+
+import pytest
+
+from fedlib import executor, resources
+from tests.helpers import tiny_config
+
+GIB = 1 << 30
+
+
+def test_place_run_takes_the_roomiest_gpu_that_fits():
+    assert resources.place_run(3 * GIB, [0, 0], [10 * GIB, 12 * GIB]) == 1
+    assert resources.place_run(3 * GIB, [0, 10 * GIB], [10 * GIB, 12 * GIB]) == 0
+    assert resources.place_run(11 * GIB, [0, 0], [10 * GIB, 12 * GIB]) == 1
+    assert resources.place_run(3 * GIB, [8 * GIB, 10 * GIB], [10 * GIB, 12 * GIB]) is None
+    assert resources.place_run(1, [], []) is None
+
+
+def test_estimates_grow_with_model_data_and_stack():
+    lenet = tiny_config(dataset="fashion_mnist", model="lenet5", backend="sequential")
+    mobilenet = lenet.replace(dataset="cifar10", model="mobilenetv2", batch_size=64)
+    stacked_mobilenet = mobilenet.replace(backend="stacked", clients=10)
+    small, large, stacked = (resources.run_gpu_bytes(c) for c in (lenet, mobilenet, stacked_mobilenet))
+    assert resources.GPU_CONTEXT_BYTES < small < large < stacked
+    assert 60000 * 784 < small - resources.GPU_CONTEXT_BYTES, "the dataset lives on the card"
+    assert stacked - large > 5 * (large - resources.GPU_CONTEXT_BYTES - 60000 * 3072) / 2, "ten clients at once"
+    assert large < 8 * GIB, "MobileNetV2 on CIFAR-10 needs a sliver of an 80 GB card, not all of it"
+
+
+class _FakeWorker:
+    """Stands in for a spawned worker: records its GPU and the run it was given."""
+
+    def __init__(self, threads, gpu):
+        self.gpu, self.job, self.reserved = gpu, None, 0
+        self.process = type("P", (), {"is_alive": lambda self: True})()
+
+    def give(self, cfg):
+        self.job = cfg
+
+    def stop(self):
+        pass
+
+
+@pytest.fixture
+def one_card(monkeypatch):
+    """A pool on a machine with one 10 GiB card (9 GiB usable) and 3 GiB per run."""
+    monkeypatch.setattr(executor, "_local_gpu_count", lambda: 1)
+    monkeypatch.setattr(resources, "gpu_capacities", lambda count: [int(10 * GIB * 0.9)] * count)
+    monkeypatch.setattr(resources, "run_gpu_bytes", lambda cfg: 3 * GIB)
+    monkeypatch.setattr(executor, "_LocalWorker", _FakeWorker)
+    return executor._LocalPool(workers=8, threads=1)
+
+
+def test_runs_share_a_card_until_its_memory_is_reserved(one_card):
+    pool = one_card
+    configs = [tiny_config(seed=s, device="cuda") for s in range(4)]
+    for cfg in configs[:3]:
+        assert pool.fits(cfg)
+        pool.submit(cfg)
+    assert pool.reserved == [9 * GIB] and pool.running() == 3
+    assert not pool.fits(configs[3]), "a fourth 3 GiB run waits for room on a 9 GiB card"
+    assert pool.fits(tiny_config(device="cpu")), "a CPU run needs no room on the card"
+    pool._release(pool.workers[0])
+    pool.workers[0].job = None
+    assert pool.reserved == [6 * GIB] and pool.fits(configs[3])
+
+
+def test_a_run_larger_than_the_card_runs_alone(one_card, monkeypatch):
+    monkeypatch.setattr(resources, "run_gpu_bytes", lambda cfg: 20 * GIB)
+    pool = one_card
+    assert pool.fits(tiny_config(device="cuda")), "nothing runs: it starts anyway"
+    pool.submit(tiny_config(device="cuda"))
+    assert pool.workers[0].gpu == 0 and not pool.fits(tiny_config(seed=9, device="cuda"))
