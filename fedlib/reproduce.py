@@ -305,13 +305,14 @@ def plan_notebooks(profile: str = "paper", only: str | None = None, *, probe: bo
                    notebooks_dir: str | os.PathLike | None = None, profiles_dir: str | os.PathLike | None = None,
                    device: str = "auto", data_dir: str | os.PathLike | None = None,
                    results_dir: str | os.PathLike | None = None,
-                   dry_run_csv: str | os.PathLike | None = None) -> "pd.DataFrame":
-    """The plan of the selected notebooks in ``profile``, running nothing but probe rounds.
+                   dry_run_csv: str | os.PathLike | None = None, parameters: dict | None = None) -> "pd.DataFrame":
+    """The plan of the selected notebooks in ``profile`` (with ``parameters``, the ``-p`` values,
+    over it), running nothing but probe rounds.
 
     Seconds per image come from stored runs, then the dry run's CSV (default: :func:`plan_dry_run_csv`,
     this machine's dry run or the committed one), then cached probes."""
     notebooks, profiles, overrides, root = _selection(profile, only, notebooks_dir, profiles_dir, device,
-                                                      data_dir, results_dir, None, None)
+                                                      data_dir, results_dir, None, None, parameters=parameters)
     if dry_run_csv is None:
         dry_run_csv = plan_dry_run_csv(root, profile)
     return _plan(notebooks, profiles, overrides, probe, dry_run_csv, root=root)
@@ -866,6 +867,8 @@ def _dry_run_main(args: argparse.Namespace, notebooks_dir: Path, profiles_dir: P
 
     if args.limit is not None and args.limit < 0:
         raise FedlibError(f"--limit must be >= 0, got {args.limit}")
+    if _parameters(args):  # the dry run's rows stand for the profile's configs: a -p value would be ignored
+        raise FedlibError("--dry-run times the configs the profile declares; drop -p (or use --plan, which applies it)")
     frame, csv_path, partitions = dry_run_notebooks(
         args.profile, args.only, notebooks_dir=notebooks_dir, profiles_dir=profiles_dir, data_dir=args.data,
         csv_path=args.dry_run_csv, jobs=args.jobs, limit=args.limit, retry_errors=args.retry_errors,
@@ -935,7 +938,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.plan:
             frame = plan_notebooks(args.profile, args.only, notebooks_dir=notebooks_dir, profiles_dir=profiles_dir,
                                    device=args.device, data_dir=args.data, results_dir=args.results,
-                                   dry_run_csv=args.dry_run_csv)
+                                   dry_run_csv=args.dry_run_csv, parameters=_parameters(args))
             from fedlib.plan import format_plan
 
             print(format_plan(frame, args.profile, args.device or "auto"))
