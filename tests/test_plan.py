@@ -249,7 +249,7 @@ def test_a_fresh_clones_plan_reads_the_committed_dry_run_and_probes_nothing(tmp_
 
     registered("table1", seed_grid)
     notebook(tmp_path / "notebooks", "table1", PLAN_CELL)
-    (tmp_path / "profiles").mkdir()
+    (tmp_path / "profiles").mkdir(exist_ok=True)  # notebook() wrote its smoke profile there
     (tmp_path / "profiles" / "table1.yaml").write_text("smoke: {}\nquick: {}\npaper: {seeds: [0, 1]}\n")
     cfg = seed_grid({"device": "cpu", "seeds": [0]})[0]
     committed = tmp_path / "benchmarks" / "dry_run" / "paper.csv"
@@ -278,7 +278,7 @@ def test_download_lets_the_plan_count_torchvision_datasets_as_available(tmp_path
     monkeypatch.delenv("FEDLIB_DOWNLOAD", raising=False)  # restored (unset) after the test
     registered("table1", mnist_grid)
     notebook(tmp_path / "notebooks", "table1", PLAN_CELL)
-    (tmp_path / "profiles").mkdir()
+    (tmp_path / "profiles").mkdir(exist_ok=True)  # notebook() wrote its smoke profile there
     (tmp_path / "profiles" / "table1.yaml").write_text("smoke: {}\nquick: {}\npaper: {}\n")
     empty = tmp_path / "no_data"
     empty.mkdir()
