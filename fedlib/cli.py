@@ -527,9 +527,17 @@ def _check_folders(ns: argparse.Namespace) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point; returns the exit status."""
-    argv = list(sys.argv[1:] if argv is None else argv)
+    """Entry point; returns the exit status. Warnings print on one line while it runs (the
+    previous format comes back afterwards, for a caller in the same process)."""
+    previous = warnings.formatwarning
     warnings.formatwarning = _one_line_warning
+    try:
+        return _main(list(sys.argv[1:] if argv is None else argv))
+    finally:
+        warnings.formatwarning = previous
+
+
+def _main(argv: list[str]) -> int:
     try:
         ns = _build_parser().parse_args(argv)
         _check_folders(ns)

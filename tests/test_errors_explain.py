@@ -59,3 +59,13 @@ def test_a_notebook_cell_shows_known_errors_in_one_line_and_others_in_full():
     bug = RuntimeError("a bug")
     shell.handler(shell, RuntimeError, bug, None)
     assert shell.traceback[1] is bug
+
+
+def test_the_cli_leaves_the_warning_format_as_it_found_it():
+    import warnings
+
+    from fedlib import cli
+
+    before = warnings.formatwarning
+    cli.main(["methods"])
+    assert warnings.formatwarning is before

@@ -15,6 +15,7 @@ from fedlib.engine import RunResult
 from fedlib.listing import StoredRun
 
 BASE = RunConfig(dataset="digits", model="mlp", clients=2, rounds=4, device="cpu")
+SHORT_PKD = {"warmup_rounds": 2, "expert_rounds": 1}  # a PKD run of BASE's 4 rounds that reaches its KD stage
 CELL = ("digits", "partition=dirichlet;beta=0.5")
 
 
@@ -144,7 +145,7 @@ def test_a_diverged_fedavg_sets_no_speedup_target():
 def test_costs_of_diverged_and_missing_runs_are_masked_and_do_not_crash():
     stored = finished(BASE, [0.3, 0.8])
     broken = finished(BASE.replace(method="focal"), [0.3, 0.8], diverged=True)
-    missing = RunResult.not_run(BASE.replace(method="pkd"))
+    missing = RunResult.not_run(BASE.replace(method="pkd", method_args=SHORT_PKD))
     assert tables.round_cost_units(missing).empty
     frame = tables.cost_frame([stored, broken, missing], [10, 30])
     assert frame.set_index("label")["value"].isna().groupby(level=0).all().to_dict() == \

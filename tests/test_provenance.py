@@ -217,13 +217,14 @@ def tf32_flags():
     torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = before
 
 
-def test_a_cuda_run_turns_tf32_off_and_records_it(tf32_flags):
+def test_a_cuda_run_turns_tf32_off_and_records_it(tf32_flags, monkeypatch):
     engine.fp32_on_cuda(torch.device("cpu"))
     assert torch.backends.cudnn.allow_tf32 and engine.precision_flags(torch.device("cpu")) == {}
     engine.fp32_on_cuda(torch.device("cuda"))
     assert not torch.backends.cudnn.allow_tf32 and not torch.backends.cuda.matmul.allow_tf32
-    server = SimpleNamespace(device=torch.device("cuda"), data=SimpleNamespace(dataset=SimpleNamespace(source="x")),
-                             hparams={})
+    monkeypatch.setattr(engine, "counts", lambda dataset: {})  # the fake server below holds no data to count
+    server = SimpleNamespace(device=torch.device("cuda"), hparams={},
+                             data=SimpleNamespace(dataset=SimpleNamespace(source="x", fingerprint=None)))
     assert engine._meta(tiny_config(), server)["environment"]["tf32"] is False
 
 

@@ -11,6 +11,7 @@ from fedlib.engine import RunResult
 from fedlib.errors import FedlibError
 
 BASE = RunConfig(dataset="digits", model="mlp", clients=2, rounds=4, device="cpu")
+SHORT_PKD = {"warmup_rounds": 2, "expert_rounds": 1}  # a PKD run of BASE's 4 rounds that reaches its KD stage
 
 
 def fake_result(cfg: RunConfig, curve: list[float], class_accuracy=(0.5, 1.0)) -> RunResult:
@@ -103,7 +104,7 @@ def test_compare_with_paper_rejects_a_malformed_paper_frame():
 
 
 def test_class_metric_frame_gives_pkd_max_ave_min_rows():
-    cfg = BASE.replace(partition="balanced", method="pkd")
+    cfg = BASE.replace(partition="balanced", method="pkd", method_args=SHORT_PKD)
     frame = tables.table_frame([fake_result(cfg, [0.5, 0.6], class_accuracy=(0.4, 0.8))])
     long = tables.class_metric_frame(frame, {cfg.hash(): "clients=2"})
     assert list(long["setting"]) == [f"partition=balanced;clients=2;metric={m}" for m in ("max", "ave", "min")]
@@ -147,7 +148,7 @@ def test_round_cost_units_counts_local_passes_and_reads_old_runs_from_their_clie
 
 
 def test_round_cost_units_adds_pkd_experts_and_distillation():
-    cfg = BASE.replace(method="pkd")
+    cfg = BASE.replace(method="pkd", method_args=SHORT_PKD)
     rounds = [{"round": 0, "clients": [0, 1], "local_samples": 10, "class_accuracy": [0.1, 0.5]},
               {"round": 1, "clients": [0, 1], "local_samples": 10, "class_accuracy": [0.3, 0.9],
                "pkd_groups": [[0, 1], [1, 2]], "expert_fired_0": 0.03, "expert_fired_1": 0.06,
