@@ -21,6 +21,7 @@ import math
 from dataclasses import dataclass
 from typing import Mapping, Sequence
 
+from fedlib import class_gap
 from fedlib.errors import FedlibError
 
 GAIN_POINTS = 4.0  # a reading "explains" the gain when it adds at least this much to the focus class
@@ -71,14 +72,17 @@ def focus_gain(result, fedavg, class_index: int, rounds: Sequence[int]) -> float
 
 
 def firing_shape(result, last_round: int | None = None) -> FiringShape | None:
-    """The firing-rate curve (all experts together) of a PKD run, up to ``last_round`` (0-based,
-    inclusive); None for a run with no KD rounds (FedAvg, not stored, or diverged early)."""
-    rows = [r for r in result.rounds if "pkd_groups" in r and (last_round is None or r["round"] <= last_round)]
-    if not rows:
+    """The firing-rate curve (all experts together, :func:`fedlib.class_gap.expert_activation`) of a
+    PKD run, up to ``last_round`` (0-based, inclusive); None for a run with no KD rounds (FedAvg,
+    not stored, or diverged early)."""
+    if not any("pkd_groups" in r for r in result.rounds):
         return None
-    rates = [sum(r.get(f"expert_fired_{g}", 0.0) for g in range(len(r["pkd_groups"]))) for r in rows]
-    peak = max(range(len(rates)), key=rates.__getitem__)
-    return FiringShape(rates[0], rates[peak], rows[peak]["round"] + 1, rates[-1])
+    rates = class_gap.expert_activation(result).sum(axis=1)  # indexed by round, counted from 1
+    if last_round is not None:
+        rates = rates.loc[:last_round + 1]
+    if rates.empty:
+        return None
+    return FiringShape(float(rates.iloc[0]), float(rates.max()), int(rates.idxmax()), float(rates.iloc[-1]))
 
 
 def verdict(gains: Mapping[str, float], rises: Mapping[str, bool], fresh: Sequence[str],

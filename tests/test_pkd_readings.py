@@ -55,7 +55,7 @@ def _result(shirt_by_round, seed=0, fired=None, **summary):
             entry.update({"pkd_groups": [[0, 1], [1]], "expert_fired_0": fired[r][0], "expert_fired_1": fired[r][1]})
         rounds.append(entry)
     config = SimpleNamespace(seed=seed, hash=lambda: "abc")
-    return SimpleNamespace(config=config, rounds=rounds, summary=summary)
+    return SimpleNamespace(config=config, rounds=rounds, summary=summary, class_names=["a", "b"])
 
 
 def test_the_gain_is_the_focus_class_window_mean_minus_fedavgs():
