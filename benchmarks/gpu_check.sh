@@ -5,15 +5,23 @@
 #   bash benchmarks/gpu_check.sh                      # on a machine with one CUDA GPU
 #   bash benchmarks/gpu_check.sh --device cpu --tiny  # the smoke: every part on a CPU (minutes)
 #   FEDLIB_DATA=... bash benchmarks/gpu_check.sh --prepare-carry  # gzip Fashion-MNIST into .carry/ to carry it
+#   FEDLIB_DATA=... bash benchmarks/gpu_check.sh --prepare-carry MNIST  # another data set (one fits a call)
+#   GPU_CHECK_LIMITS="env 15 tests 90 workloads 170" bash benchmarks/gpu_check.sh  # these parts, these limits
 #
-# Data: Fashion-MNIST is read from $FEDLIB_DATA, else unpacked from .carry/FashionMNIST/raw/*.gz
-# (torchvision's file names, gzipped: what a device call carries); CIFAR-10 is a full-size stand-in.
+# Data: read from $FEDLIB_DATA, else unpacked from .carry/<Name>/raw/*.gz (torchvision's file names,
+# gzipped: what a device call carries); CIFAR-10 is a full-size stand-in, and so is Fashion-MNIST
+# when it was not carried (the timings do not depend on the pixels).
 set -u
 cd "$(dirname "$0")/.."
-if [ "${1:-}" = "--prepare-carry" ]; then  # here, before a device call: gzip Fashion-MNIST into .carry/ (ignored by git)
-  src=${FEDLIB_DATA:?set FEDLIB_DATA to the folder holding FashionMNIST/raw}/FashionMNIST/raw
-  mkdir -p .carry/FashionMNIST/raw
-  for f in "$src"/*-ubyte; do gzip -c "$f" > ".carry/FashionMNIST/raw/$(basename "$f").gz"; done
+if [ "${1:-}" = "--prepare-carry" ]; then  # here, before a device call: gzip data sets into .carry/ (ignored by git)
+  shift; names=("$@"); [ ${#names[@]} -eq 0 ] && names=(FashionMNIST)  # torchvision's folder names, e.g. MNIST
+  for name in "${names[@]}"; do
+    src=${FEDLIB_DATA:?set FEDLIB_DATA to the folder holding $name/raw}/$name/raw
+    mkdir -p ".carry/$name/raw"
+    for f in "$src"/*-ubyte; do gzip -c "$f" > ".carry/$name/raw/$(basename "$f").gz"; done
+  done
+  # the commit and a digest of fedlib/, so runs on the copy (which has no git) record their code revision
+  ${PYTHON:-.venv/bin/python} -c 'from fedlib import store; print(store.code_revision_stamp())' || exit 2
   du -sh .carry; exit 0
 fi
 PY=${PYTHON:-python3}
@@ -21,11 +29,12 @@ ARGS=("$@")
 [ ${#ARGS[@]} -eq 0 ] && ARGS=(--device cuda)
 TINY=0; for a in "${ARGS[@]}"; do [ "$a" = "--tiny" ] && TINY=1; done
 
-if [ -z "${FEDLIB_DATA:-}" ] && ls .carry/FashionMNIST/raw/*.gz >/dev/null 2>&1; then
+if [ -z "${FEDLIB_DATA:-}" ] && ls .carry/*/raw/*.gz >/dev/null 2>&1; then
   export FEDLIB_DATA=/tmp/fedlib-gpu-check-data
-  mkdir -p "$FEDLIB_DATA/FashionMNIST/raw"
-  for f in .carry/FashionMNIST/raw/*.gz; do
-    out="$FEDLIB_DATA/FashionMNIST/raw/$(basename "${f%.gz}")"
+  for f in .carry/*/raw/*.gz; do
+    name=$(basename "$(dirname "$(dirname "$f")")")
+    mkdir -p "$FEDLIB_DATA/$name/raw"
+    out="$FEDLIB_DATA/$name/raw/$(basename "${f%.gz}")"
     [ -f "$out" ] || gunzip -c "$f" > "$out"
   done
 fi
@@ -33,6 +42,11 @@ export PYTHONUNBUFFERED=1 PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 
 # part and its limit in seconds (the smoke gives each part the same ample limit)
 PARTS=("env 20" "tests 100" "workloads 200" "packing 80" "profile 30" "opcount 40")
+# GPU_CHECK_LIMITS="env 15 tests 90 ..." replaces the limits; a part left out of it is skipped
+if [ -n "${GPU_CHECK_LIMITS:-}" ]; then
+  read -ra words <<< "$GPU_CHECK_LIMITS"; PARTS=()
+  for ((i = 0; i + 1 < ${#words[@]}; i += 2)); do PARTS+=("${words[i]} ${words[i+1]}"); done
+fi
 RESULTS=benchmarks/RESULTS-gpu.md
 [ "$TINY" = 1 ] && RESULTS=${GPU_CHECK_RESULTS:-/tmp/RESULTS-gpu-smoke.md}
 {

@@ -30,6 +30,7 @@ with ``weights_only=True``: a crafted checkpoint cannot run code.
 from __future__ import annotations
 
 import datetime
+import hashlib
 import io
 import json
 import os
@@ -813,7 +814,11 @@ def _set_summary_hash(folder: Path, old: str, new: str) -> None:
 
 # ------------------------------------------------------------------ provenance
 def code_revision() -> str:
-    """The git commit of the fedlib checkout (with '+dirty' when it has local changes)."""
+    """The git commit of the fedlib checkout (with '+dirty' when it has local changes).
+
+    A copy without git (a GPU machine gets the files, not the repository) reads the commit from
+    ``.carry/code_revision.json``, written by ``code_revision_stamp`` in the checkout it was copied
+    from, and checks it against the files: '+dirty' when fedlib/ differs from what was stamped."""
     repo = Path(__file__).resolve().parent.parent
     try:
         rev = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True,
@@ -821,8 +826,43 @@ def code_revision() -> str:
         dirty = subprocess.run(["git", "status", "--porcelain", "--", "fedlib"], cwd=repo,
                                capture_output=True, text=True, timeout=5).stdout.strip()
     except (OSError, subprocess.SubprocessError):
+        rev, dirty = "", ""
+    if not rev:
+        return _stamped_revision(repo)
+    return rev + ("+dirty" if dirty else "")
+
+
+STAMP_FILE = Path(".carry") / "code_revision.json"
+
+
+def fedlib_digest(repo: Path) -> str:
+    """SHA-256 over the names and bytes of every file under ``repo``/fedlib (caches left out)."""
+    digest = hashlib.sha256()
+    for path in sorted((repo / "fedlib").rglob("*")):
+        if path.is_file() and "__pycache__" not in path.parts and path.suffix != ".pyc":
+            digest.update(path.relative_to(repo).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
+def code_revision_stamp(repo: Path | None = None) -> Path:
+    """Write the commit and the digest of fedlib/ to ``.carry/code_revision.json``, for a copy of this
+    checkout that travels without git; refused while fedlib/ has uncommitted changes."""
+    repo = repo or Path(__file__).resolve().parent.parent
+    revision = code_revision()
+    if not is_clean_revision(revision):
+        raise FedlibError(f"fedlib/ is at code revision {revision}: commit it before stamping a copy")
+    write_json(repo / STAMP_FILE, {"commit": revision, "fedlib_sha256": fedlib_digest(repo)})
+    return repo / STAMP_FILE
+
+
+def _stamped_revision(repo: Path) -> str:
+    """The stamped commit of a copy without git, '+dirty' when its fedlib/ is not what was stamped."""
+    try:
+        stamp = read_json(repo / STAMP_FILE)
+        commit = str(stamp["commit"])
+    except (OSError, ValueError, KeyError, TypeError):
         return "unknown"
-    return (rev or "unknown") + ("+dirty" if dirty else "")
+    return commit if stamp.get("fedlib_sha256") == fedlib_digest(repo) else commit + "+dirty"
 
 
 def resume_entry(rounds_done: int, backend: str, device: str) -> dict:

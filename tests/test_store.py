@@ -558,3 +558,14 @@ def test_render_only_trains_nothing_and_marks_cells_not_run(tmp_path, reference,
 def test_the_reference_store_can_be_switched_off(tmp_path, monkeypatch):
     monkeypatch.setenv("FEDLIB_REFERENCE", "off")
     assert store.reference_root() is None and store.reference_record(tiny_config(rounds=2)) is None
+
+
+def test_a_copy_without_git_reads_its_stamped_commit_and_sees_edits(tmp_path):
+    (tmp_path / "fedlib").mkdir()
+    (tmp_path / "fedlib" / "engine.py").write_text("x = 1\n")
+    assert store._stamped_revision(tmp_path) == "unknown"  # no stamp: nothing to claim
+    store.write_json(tmp_path / store.STAMP_FILE, {"commit": "abc123", "fedlib_sha256": store.fedlib_digest(tmp_path)})
+    assert store._stamped_revision(tmp_path) == "abc123"
+    (tmp_path / "fedlib" / "engine.py").write_text("x = 2\n")  # an edit after stamping
+    assert store._stamped_revision(tmp_path) == "abc123+dirty"
+    assert not store.is_clean_revision(store._stamped_revision(tmp_path))

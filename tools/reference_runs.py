@@ -91,6 +91,10 @@ def main(argv=None) -> int:
     parser.add_argument("--methods", help="comma-separated methods, run in this order")
     parser.add_argument("--param", nargs="*", default=[], help="NAME=PYTHON_VALUE notebook parameter overrides")
     parser.add_argument("--backend", default="threads")
+    parser.add_argument("--device", default="cpu", help="cpu, or cuda on a GPU machine (then --backend auto)")
+    parser.add_argument("--results", default=str(ROOT / "results"), help="the working store to train in")
+    parser.add_argument("--no-publish", action="store_true",
+                        help="train into --results only (a GPU copy without git: publish its runs here later)")
     parser.add_argument("--threads", type=int, help="torch intra-op threads (default: $FEDLIB_THREADS, else the cores)")
     parser.add_argument("--commit", action="store_true", help="git-commit each published run")
     parser.add_argument("--dry-run", action="store_true", help="list the selected runs, train nothing")
@@ -110,7 +114,7 @@ def main(argv=None) -> int:
     threads = apply_thread_budget(args.threads)
     print(f"{len(configs)} runs selected, {threads} torch threads", flush=True)
     for cfg in configs:
-        cfg = cfg.replace(device="cpu", backend=args.backend, results_dir=str(ROOT / "results"))
+        cfg = cfg.replace(device=args.device, backend=args.backend, results_dir=args.results)
         label = f"{cfg.hash()} {cfg.method} {cfg.dataset} {cfg.partition} beta={cfg.beta} seed={cfg.seed}"
         if store.reference_record(cfg) is not None:
             print(f"in the reference store: {label}", flush=True)
@@ -118,14 +122,16 @@ def main(argv=None) -> int:
         if args.dry_run:
             print(f"to run: {label}", flush=True)
             continue
-        if restore(cfg.hash(), ROOT / "results"):
+        if restore(cfg.hash(), Path(args.results)):
             print(f"restored from parked/ (tools/park_run.py): {label}", flush=True)
         if args.threads is None:
-            threads = resume_threads(ROOT / "results" / cfg.hash(), threads)
+            threads = resume_threads(Path(args.results) / cfg.hash(), threads)
         started = time.time()
         result = engine.run(cfg, progress=False)
         print(f"done in {time.time() - started:.0f} s: {label} best={result.best_accuracy:.4f} "
               f"final={result.final_accuracy:.4f}", flush=True)
+        if args.no_publish:
+            continue
         folder = store.publish(store.RunRecord(result.folder), force=args.force)
         if args.commit:
             commit(folder, f"reference store: {cfg.method} {cfg.dataset} {cfg.partition} beta={cfg.beta} "

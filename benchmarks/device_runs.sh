@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Train a notebook's declared runs on a GPU machine's copy of the checkout, a few queues side by
+# side, until a deadline; then tar the working store into $OUT/store.tar, to publish here with
+# tools/reference_runs.py (same arguments, --commit; it finds the finished runs in results/).
+#
+#   bash benchmarks/device_runs.sh SECONDS NOTEBOOK PROFILE "FIELD=VALUE ..." METHODS[,METHODS...] ...
+#   bash benchmarks/device_runs.sh 400 fedlmd_table3_partitions paper "dataset=mnist partition=shards seed=0" \
+#       fedavg,fedntd fedlmd,fedlmd_tf        # two processes: FedAvg then FedNTD, FedLMD then FedLMD-Tf
+#
+# The copy has no git: stamp it first here (bash benchmarks/gpu_check.sh --prepare-carry MNIST) and
+# carry .carry, so each run records the commit it trained from. $EXTRA passes more arguments to
+# tools/reference_runs.py (e.g. --param "methods=[...]"); $FEDLIB_THREADS sets each process's CPU threads.
+# $DEVICE_RUN_DEVICE=cpu makes the smoke of this script on a machine without a GPU.
+set -u -f
+cd "$(dirname "$0")/.."
+seconds=$1 notebook=$2 profile=$3 where=$4; shift 4
+results=${DEVICE_RESULTS:-/tmp/fedlib-device-results}
+mkdir -p "$results"
+if [ -z "${FEDLIB_DATA:-}" ] && ls .carry/*/raw/*.gz >/dev/null 2>&1; then  # the carried data sets
+  export FEDLIB_DATA=/tmp/fedlib-device-data
+  for f in .carry/*/raw/*.gz; do
+    name=$(basename "$(dirname "$(dirname "$f")")")
+    mkdir -p "$FEDLIB_DATA/$name/raw"
+    out="$FEDLIB_DATA/$name/raw/$(basename "${f%.gz}")"
+    [ -f "$out" ] || gunzip -c "$f" > "$out"
+  done
+fi
+export PYTHONUNBUFFERED=1 PYTHONPATH="$PWD" FEDLIB_THREADS=${FEDLIB_THREADS:-4}
+pids=()
+for queue in "$@"; do
+  timeout "$seconds" ${PYTHON:-python3} tools/reference_runs.py "$notebook" --profile "$profile" --where $where \
+    --methods "$queue" --device "${DEVICE_RUN_DEVICE:-cuda}" --backend auto --results "$results" --no-publish ${EXTRA:-} \
+    > "/tmp/device-runs-${queue//,/-}.log" 2>&1 &
+  pids+=($!)
+done
+started=$(date +%s)
+while kill -0 "${pids[@]}" 2>/dev/null || [ -n "$(jobs -r)" ]; do  # progress: rounds stored per run
+  sleep 30
+  line="$(( $(date +%s) - started )) s:"
+  for run in "$results"/*/; do [ -f "$run/rounds.jsonl" ] && line+=" $(basename "$run")=$(wc -l < "$run/rounds.jsonl")"; done
+  echo "$line"
+  [ -z "$(jobs -r)" ] && break
+done
+wait
+tail -n 5 /tmp/device-runs-*.log
+if [ -n "${OUT:-}" ]; then tar -C "$results" -cf "$OUT/store.tar" . && ls -l "$OUT/store.tar"; fi
