@@ -11,7 +11,7 @@
 # carry .carry, so each run records the commit it trained from. $EXTRA passes more arguments to
 # tools/reference_runs.py (e.g. --param "methods=[...]"); $FEDLIB_THREADS sets each process's CPU threads.
 # $DEVICE_RUN_DEVICE=cpu makes the smoke of this script on a machine without a GPU.
-set -u -f
+set -u
 cd "$(dirname "$0")/.."
 seconds=$1 notebook=$2 profile=$3 where=$4; shift 4
 results=${DEVICE_RESULTS:-/tmp/fedlib-device-results}
@@ -25,17 +25,18 @@ if [ -z "${FEDLIB_DATA:-}" ] && ls .carry/*/raw/*.gz >/dev/null 2>&1; then  # th
     [ -f "$out" ] || gunzip -c "$f" > "$out"
   done
 fi
+set -f; extra=(${EXTRA:-}); set +f  # words, never file-name patterns
 export PYTHONUNBUFFERED=1 PYTHONPATH="$PWD" FEDLIB_THREADS=${FEDLIB_THREADS:-4}
 pids=()
 for queue in "$@"; do
-  timeout "$seconds" ${PYTHON:-python3} tools/reference_runs.py "$notebook" --profile "$profile" --where $where \
-    --methods "$queue" --device "${DEVICE_RUN_DEVICE:-cuda}" --backend auto --results "$results" --no-publish ${EXTRA:-} \
+  timeout "$seconds" ${PYTHON:-python3} tools/reference_runs.py "$notebook" --profile "$profile" --where ${where} \
+    --methods "$queue" --device "${DEVICE_RUN_DEVICE:-cuda}" --backend auto --results "$results" --no-publish "${extra[@]}" \
     > "/tmp/device-runs-${queue//,/-}.log" 2>&1 &
   pids+=($!)
 done
 started=$(date +%s)
 while kill -0 "${pids[@]}" 2>/dev/null || [ -n "$(jobs -r)" ]; do  # progress: rounds stored per run
-  sleep 30
+  sleep 10
   line="$(( $(date +%s) - started )) s:"
   for run in "$results"/*/; do [ -f "$run/rounds.jsonl" ] && line+=" $(basename "$run")=$(wc -l < "$run/rounds.jsonl")"; done
   echo "$line"

@@ -39,7 +39,7 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 PARTS = ("env", "tests", "workloads", "packing", "profile", "opcount")
 WORKLOAD_FRACTIONS = {"a": 0.02, "b": 1.0, "c": 0.2}
-WORKLOAD_PATHS = {"a": ("naive", "sequential", "stacked", "sequential+bf16"),
+WORKLOAD_PATHS = {"a": ("naive", "sequential", "stacked", "sequential+bf16", "stacked+bf16"),
                   "b": ("naive", "sequential", "stacked"),
                   "c": ("naive", "sequential", "stacked", "stacked+bf16")}
 PACKING = (1, 2, 4, 8)
@@ -121,6 +121,8 @@ def part_tests(device: str, tiny: bool) -> str:
     except subprocess.TimeoutExpired as stopped:
         output = stopped.stdout.decode() if isinstance(stopped.stdout, bytes) else (stopped.stdout or "")
         ending = f" (stopped after {seconds:.0f} s: the counts are of the tests reached)"
+    if os.environ.get("OUT"):  # the whole log travels back from a device call, failures' messages included
+        Path(os.environ["OUT"], "gpu-check-tests.log").write_text(output)
     outcomes, failures = count_outcomes(output)
     counted = ", ".join(f"{outcomes[word]} {word.lower()}" for word in TEST_OUTCOMES if outcomes[word]) or "none"
     return "\n".join(["## CUDA tests (equivalence, repeatability, determinism)", "",
