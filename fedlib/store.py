@@ -816,7 +816,7 @@ def _set_summary_hash(folder: Path, old: str, new: str) -> None:
 def code_revision() -> str:
     """The git commit of the fedlib checkout (with '+dirty' when it has local changes).
 
-    A copy without git (a GPU machine gets the files, not the repository) reads the commit from
+    A copy without git, or whose git is stale (a GPU machine gets the files), reads the commit from
     ``.carry/code_revision.json``, written by ``code_revision_stamp`` in the checkout it was copied
     from, and checks it against the files: '+dirty' when fedlib/ differs from what was stamped."""
     repo = Path(__file__).resolve().parent.parent
@@ -827,9 +827,10 @@ def code_revision() -> str:
                                capture_output=True, text=True, timeout=5).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         rev, dirty = "", ""
-    if not rev:
-        return _stamped_revision(repo)
-    return rev + ("+dirty" if dirty else "")
+    stamped = _stamped_revision(repo)
+    if (not rev or dirty) and is_clean_revision(stamped):  # a copy whose git is stale or missing
+        return stamped
+    return (rev or "unknown") + ("+dirty" if dirty else "")
 
 
 STAMP_FILE = Path(".carry") / "code_revision.json"
