@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import re
 import subprocess
 import sys
 import time
@@ -134,13 +135,17 @@ TEST_OUTCOMES = ("PASSED", "FAILED", "XFAIL", "XPASS", "SKIPPED", "ERROR")
 
 
 def count_outcomes(verbose_output: str) -> tuple[Counter, list[str]]:
-    """Outcomes in ``pytest -v`` output (one per test line), and the tests that failed or errored."""
+    """Outcomes in ``pytest -v`` output (one per test line), and the tests that failed or errored.
+    A test id may hold spaces (``[cuda-stacked-fedcsd-{'variant': 'official'}]``)."""
     outcomes, failures = Counter(), []
-    for parts in (line.split() for line in verbose_output.splitlines()):
-        if len(parts) >= 2 and "::" in parts[0] and parts[1] in TEST_OUTCOMES:  # "tests/x.py::test OUTCOME ..."
-            outcomes[parts[1]] += 1
-            failures += [parts[0]] if parts[1] in ("FAILED", "ERROR") else []
+    for match in OUTCOME_LINE.finditer(verbose_output):
+        test, outcome = match.groups()
+        outcomes[outcome] += 1
+        failures += [test] if outcome in ("FAILED", "ERROR") else []
     return outcomes, failures
+
+
+OUTCOME_LINE = re.compile(rf"^(\S+::.*?) ({'|'.join(TEST_OUTCOMES)})(?= |$)", re.MULTILINE)
 
 
 def part_workloads(device: str, tiny: bool) -> Iterator[str]:

@@ -52,7 +52,8 @@ RESULTS=benchmarks/RESULTS-gpu.md
 {
   echo "# GPU check (benchmarks/gpu_check.sh)"
   echo
-  echo "Code $(git rev-parse --short HEAD 2>/dev/null || echo unknown), $(date -u '+%Y-%m-%d %H:%M UTC'), arguments: ${ARGS[*]}."
+  # fedlib's own reading: git where it is current, else the commit a copy was stamped with
+  echo "Code $("$PY" -c 'from fedlib import store; print(store.code_revision()[:12])' 2>/dev/null || echo unknown), $(date -u '+%Y-%m-%d %H:%M UTC'), arguments: ${ARGS[*]}."
   echo "Each part ran under its own time limit; a part that ran out says so. Regenerate with the same command."
 } > "$RESULTS"
 for entry in "${PARTS[@]}"; do

@@ -56,9 +56,10 @@ def test_test_outcomes_are_counted_from_verbose_pytest_output():
         "tests/a.py::test_y[cuda] FAILED                 [ 20%]",
         "tests/b.py::test_z[cuda-fedmr] XFAIL (unverified)  [ 30%]",
         "tests/b.py::test_w[cpu] SKIPPED (needs CUDA)     [ 40%]",
+        "tests/c.py::test_v[cuda-stacked-fedcsd-{'variant': 'official'}] PASSED [ 50%]",  # spaces in the id
         "FAILED tests/a.py::test_y[cuda] - AssertionError",
         "=== 1 failed, 1 passed ===",
     ])
     outcomes, failures = gpu_check.count_outcomes(output)
-    assert dict(outcomes) == {"PASSED": 1, "FAILED": 1, "XFAIL": 1, "SKIPPED": 1}
+    assert dict(outcomes) == {"PASSED": 2, "FAILED": 1, "XFAIL": 1, "SKIPPED": 1}
     assert failures == ["tests/a.py::test_y[cuda]"]
