@@ -44,4 +44,5 @@ while kill -0 "${pids[@]}" 2>/dev/null || [ -n "$(jobs -r)" ]; do  # progress: r
 done
 wait
 tail -n 5 /tmp/device-runs-*.log
-if [ -n "${OUT:-}" ]; then tar -C "$results" -cf "$OUT/store.tar" . && ls -l "$OUT/store.tar"; fi
+# the device tool returns files of at most 16 MiB: the store goes back gzipped in 15 MB pieces
+if [ -n "${OUT:-}" ]; then tar -C "$results" -czf - . | split -b 15m - "$OUT/store.tgz." && ls -l "$OUT"/store.tgz.*; fi

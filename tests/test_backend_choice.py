@@ -36,8 +36,8 @@ def test_the_choice(model, method, device, expected):
 def test_the_committed_table_reads_the_issue_30_measurements():
     assert choose_backend("lenet5", "pkd", "cuda") == "stacked"
     assert choose_backend("cnn2", "fedlmd", "cuda") == "stacked"
-    assert choose_backend("mobilenetv2", "fedvls", "cuda") == "sequential"
-    assert choose_backend("lenet5", "fedmr", "cuda") == "sequential"
+    assert choose_backend("mobilenetv2", "fedvls", "cuda") == "sequential"  # stacked 2.3x slower there
+    assert choose_backend("lenet5", "fedmr", "cuda") == "stacked"  # passed equivalence on the second H200 check
 
 
 def test_the_committed_table_names_only_real_backends_and_verified_fastest_paths():
