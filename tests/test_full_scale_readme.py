@@ -209,3 +209,12 @@ def test_the_verdict_counts_the_diverged_seeds_of_the_stored_ones():
     cell = fsr.Cell("fedavg", "Dir(0.1)", 96.0, None, None, None, seeds=(0,), diverged=(1, 2))
     assert fsr.diverged_verdict(cell) == "diverged (2 of 3 seeds)"
     assert fsr.ours_text(cell, "ignored") == "diverged (seed 1, 2)"
+
+
+def test_fedlmd_table3_judges_accuracy_shows_speedup_and_leaves_a_method_the_paper_lacks_unjudged():
+    cells = {c.method: c for c in fsr.fedlmd_cells()}
+    assert cells["fedlmd_tf"].paper is None and cells["fedlmd_tf"].verdict == fsr.NOT_IN_PAPER
+    assert cells["fedavg"].verdict in (fsr.REPRODUCED, fsr.NOT_REPRODUCED)  # FedAvg has no ordering to keep
+    assert re.search(r"\(\d+\.\d\dx\)$", cells["fedlmd"].ours_text)  # the speedup beside the accuracy
+    assert fsr._partition_text("partition=shards;s=2") == "shards s=2"
+    assert fsr._partition_text("partition=dirichlet;beta=0.1") == "Dir(0.1)"

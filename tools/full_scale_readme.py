@@ -6,7 +6,8 @@ committed paper-profile tables, so that no number there is typed by hand.
     .venv/bin/python tools/full_scale_readme.py --check   # exit 1 when README.md is stale
 
 Sources: ``tables/paper/fedvls_table1_vs_paper.csv`` (FedED/FedVLS Table 1, MNIST column),
-``tables/paper/pkd_table1_vs_paper.csv`` and ``pkd_table1_4_worst_class.csv`` (PKD Table 1). They
+``tables/paper/pkd_table1_vs_paper.csv`` and ``pkd_table1_4_worst_class.csv`` (PKD Table 1),
+``tables/paper/fedlmd_table3_vs_paper.csv`` (FedLMD Table 3, the columns run). They
 hold means and std over seeds but not how many seeds went into a cell: the seed count comes from
 the runs of the notebook's paper-profile grid (with the ``-p`` parameters ``tables/paper/index.json``
 records for the table) that the reference store (``reference_results/``) holds. A cell with a diverged
@@ -36,7 +37,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from fedlib.core.store import RunRecord  # noqa: E402
-from fedlib.paper.grids import fedvls, pkd  # noqa: E402
+from fedlib.paper.grids import fedlmd, fedvls, pkd  # noqa: E402
 from fedlib.paper.plan import notebook_parameters  # noqa: E402
 from fedlib.reporting.notebook import load_profiles  # noqa: E402
 from fedlib.reporting.paper_numbers import parse_setting  # noqa: E402
@@ -47,7 +48,10 @@ README = ROOT / "README.md"
 TABLES = ROOT / "tables" / "paper"
 STORE = ROOT / "reference_results"
 FEDVLS_NOTEBOOK, PKD_NOTEBOOK = "fedvls_table1_4_dirichlet", "pkd_table1_4_class_accuracy"
-SOURCES = {FEDVLS_NOTEBOOK: "fedvls_table1_vs_paper.csv", PKD_NOTEBOOK: "pkd_table1_vs_paper.csv"}
+FEDLMD_NOTEBOOK = "fedlmd_table3_partitions"
+SOURCES = {FEDVLS_NOTEBOOK: "fedvls_table1_vs_paper.csv", PKD_NOTEBOOK: "pkd_table1_vs_paper.csv",
+           FEDLMD_NOTEBOOK: "fedlmd_table3_vs_paper.csv"}
+NOT_IN_PAPER = "not in the paper's table"
 TOLERANCE = 1.5  # points beyond the paper's std within which a cell counts as reproduced
 BASELINE = "fedavg"
 REPRODUCED, ORDERING, NOT_REPRODUCED = "reproduced", "ordering reproduced, values differ", "not reproduced"
@@ -146,8 +150,9 @@ def declared_runs(notebook: str) -> dict[tuple[str, str, str], list]:
     profile = {**load_profiles(ROOT / "profiles", notebook)["paper"], "profile": "paper",
                **published_parameters(SOURCES[notebook])}
     params = notebook_parameters(ROOT / "notebooks" / f"{notebook}.ipynb", profile)
-    if notebook == FEDVLS_NOTEBOOK:
-        keyed = [((c.method, c.dataset, setting_label(c)), c) for c in fedvls.table1_4_dirichlet(params)]
+    if notebook in (FEDVLS_NOTEBOOK, FEDLMD_NOTEBOOK):
+        grid = fedvls.table1_4_dirichlet if notebook == FEDVLS_NOTEBOOK else fedlmd.table3_partitions
+        keyed = [((c.method, c.dataset, setting_label(c)), c) for c in grid(params)]
     else:
         keyed = [((r.label, r.config.dataset, f"{setting_label(r.config)};{r.extra_setting}"), r.config)
                  for r in pkd.table1_4_runs(params) if r.table == 1]
@@ -371,9 +376,75 @@ def pkd_block() -> str:
     return "\n".join(lines)
 
 
+# ---------------------------------------------------------------------- FedLMD Table 3
+SPEEDUP = ";metric=speedup"
+
+
+def fedlmd_cells() -> list[Cell]:
+    """FedLMD Table 3, the columns the committed table holds: best accuracy (the verdict's number)
+    with the speedup over FedAvg beside it, one cell per (method, column)."""
+    frame = pd.read_csv(TABLES / SOURCES[FEDLMD_NOTEBOOK])
+    is_speedup = frame["setting"].str.endswith(SPEEDUP)
+    speedups = {(r.method, r.dataset, r.setting[:-len(SPEEDUP)]): r for r in frame[is_speedup].itertuples(index=False)}
+    runs = declared_runs(FEDLMD_NOTEBOOK)
+    cells = []
+    for row in frame[~is_speedup].itertuples(index=False):
+        summaries = stored_summaries(runs.get((row.method, row.dataset, row.setting), []))
+        kept = [s for s in summaries if not s.get("diverged")]
+        ours, ours_std = _number(row.ours), _number(row.ours_std)
+        check_cell(f"fedlmd_table3_vs_paper.csv, {row.method} {row.dataset} {row.setting}", ours, ours_std,
+                   [100 * s["best_accuracy"] for s in kept], FEDLMD_NOTEBOOK, len(summaries) - len(kept))
+        column = f"{display_name(row.dataset)}, {_partition_text(row.setting)}"
+        cell = Cell(row.method, column, _number(row.paper), _number(row.paper_std), ours, ours_std,
+                    tuple(s["seed"] for s in kept), tuple(s["seed"] for s in summaries if s.get("diverged")))
+        speed = speedups.get((row.method, row.dataset, row.setting))
+        cell.paper_text = NOT_IN_PAPER if cell.paper is None else \
+            _mean_std(cell.paper, cell.paper_std) + _speedup_text(speed.paper if speed else None)
+        cell.ours_text = ours_text(cell, _mean_std(ours, ours_std) + _speedup_text(speed.ours if speed else None))
+        cells.append(cell)
+    judge([c for c in cells if c.paper is not None])
+    for cell in cells:
+        cell.verdict = cell.verdict or (NOT_IN_PAPER if cell.paper is None else "")
+    return sorted(cells, key=_column_order(cells))
+
+
+def _partition_text(setting: str) -> str:
+    """'shards s=2' or 'Dir(0.1)' from a table setting ('partition=shards;s=2', 'partition=dirichlet;beta=0.1')."""
+    fields = parse_setting(setting)
+    return f"Dir({fields['beta']})" if fields.get("partition") == "dirichlet" else f"shards s={fields.get('s')}"
+
+
+def _speedup_text(value) -> str:
+    return "" if value is None or pd.isna(value) else f" ({float(value):.2f}x)"
+
+
+def fedlmd_block() -> str:
+    """The README's FedLMD Table 3 block: the seeds, the run cells, what is not run."""
+    cells = fedlmd_cells()
+    paper = pd.read_csv(ROOT / "fedlib" / "paper_results" / "fedlmd_table3.csv")
+    paper = paper[~paper["setting"].str.contains("metric=")]
+    columns = {f"{display_name(d)}, {_partition_text(s)}" for d, s in zip(paper["dataset"], paper["setting"])}
+    missing = sorted(columns - {c.column for c in cells})
+    lines = ["Verdicts as for FedVLS above, on the best test accuracy over rounds; beside it in brackets the speedup "
+             "(rounds FedAvg needs for its best accuracy / rounds the method needs to reach it). The paper gives no std.",
+             "", seeds_line([c for c in cells if c.ours is not None], FEDLMD_NOTEBOOK).replace(
+                 "The paper profile declares", "The committed table was rendered (`-p` parameters in "
+                 "tables/paper/index.json) for the runs made, with"), "",
+             "| cell | paper | ours | diff | verdict |", "|---|---|---|---|---|"]
+    for c in cells:
+        diff = "" if c.paper is None or c.ours is None else f"{c.ours - c.paper:+.2f}"
+        lines.append(f"| {display_name(c.method)}, {c.column} | {c.paper_text} | {c.ours_text} | {diff} | {c.verdict} |")
+    run_methods = {c.method for c in cells}
+    others = [display_name(m) for m in dict.fromkeys(paper["method"]) if m not in run_methods]
+    not_run = [f"{len(missing)} of the paper's {len(columns)} columns ({'; '.join(missing)})"] if missing else []
+    not_run += [", ".join(others) + " in every column"] if others else []
+    return "\n".join(lines + (["", "Not run: " + "; ".join(not_run) + "."] if not_run else []))
+
+
 # ---------------------------------------------------------------------- the README
 BLOCKS = {"fedvls_table1": ("tables/paper/fedvls_table1_vs_paper.csv", fedvls_block),
-          "pkd_table1": ("tables/paper/pkd_table1_vs_paper.csv", pkd_block)}
+          "pkd_table1": ("tables/paper/pkd_table1_vs_paper.csv", pkd_block),
+          "fedlmd_table3": ("tables/paper/fedlmd_table3_vs_paper.csv", fedlmd_block)}
 
 
 def markers(name: str) -> tuple[str, str]:
