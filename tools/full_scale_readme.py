@@ -40,7 +40,7 @@ from fedlib.core.store import RunRecord  # noqa: E402
 from fedlib.paper.grids import fedlmd, fedvls, pkd  # noqa: E402
 from fedlib.paper.plan import notebook_parameters  # noqa: E402
 from fedlib.reporting.notebook import load_profiles  # noqa: E402
-from fedlib.reporting.paper_numbers import parse_setting  # noqa: E402
+from fedlib.reporting.paper_numbers import RESULTS_DIR, parse_setting  # noqa: E402
 from fedlib.reporting.plots import display_name  # noqa: E402
 from fedlib.reporting.tables import DIVERGED, NOT_RUN, setting_label  # noqa: E402
 
@@ -421,7 +421,7 @@ def _speedup_text(value) -> str:
 def fedlmd_block() -> str:
     """The README's FedLMD Table 3 block: the seeds, the run cells, what is not run."""
     cells = fedlmd_cells()
-    paper = pd.read_csv(ROOT / "fedlib" / "paper_results" / "fedlmd_table3.csv")
+    paper = pd.read_csv(RESULTS_DIR / "fedlmd_table3.csv")
     paper = paper[~paper["setting"].str.contains("metric=")]
     columns = {f"{display_name(d)}, {_partition_text(s)}" for d, s in zip(paper["dataset"], paper["setting"])}
     missing = sorted(columns - {c.column for c in cells})
