@@ -64,7 +64,7 @@ from fedlib.core.client_training import fit_client, seeded_batches
 from fedlib.core.state import ClientData, ServerState, keyed_seed, sample_clients
 from fedlib.errors import FedlibError, one_of
 from fedlib.measures.weak_classes import (GROUPINGS, check_groups, class_statistics, discover_groups,
-                                 feature_distances, misclassification_probabilities)
+                                          feature_distances, misclassification_probabilities)
 
 EXPERT_KEY = 7717  # mixed into the seeds of expert training, apart from the run's own rounds
 

@@ -55,7 +55,8 @@ class RunConfig:
     quantity_split: str = "symmetric"
     min_client_size: int = 10
     # keep the smallest class count of every class before partitioning (PKD: global class balance);
-    # read by every scheme but balanced (balanced already) and natural (refused), fedlib.datasets.partition.globally_balanced
+    # read by every scheme but balanced (balanced already) and natural (refused),
+    # fedlib.datasets.partition.globally_balanced
     global_balance: bool = False
     max_train_samples: int | None = None  # stratified subset for reduced-scale profiles
     max_test_samples: int | None = None
@@ -84,9 +85,9 @@ class RunConfig:
     data_dir: str | None = None
     results_dir: str | None = None
     download: bool = False
-    # local training: sequential | threads | stacked | auto (fedlib.core.backends.threaded, .stacked); default $FEDLIB_BACKEND,
-    # else auto: threads on a CPU, on a GPU the fastest path verified there (fedlib.core.backend_choice; fast paths fall
-    # back to sequential where a method needs it)
+    # local training: sequential | threads | stacked | auto (fedlib.core.backends.threaded, .stacked);
+    # default $FEDLIB_BACKEND, else auto: threads on a CPU, on a GPU the fastest path verified there
+    # (fedlib.core.backend_choice; fast paths fall back to sequential where a method needs it)
     backend: str = field(default_factory=lambda: os.environ.get("FEDLIB_BACKEND") or DEFAULT_BACKEND)
     channels_last: bool = False  # image batches and conv weights in NHWC memory layout
     # on CUDA, deterministic kernels (bit-identical repeat runs); False trades that for speed (fedlib.core.determinism);

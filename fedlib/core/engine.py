@@ -2,8 +2,8 @@
 
 The top floor. The engine knows nothing about any particular method; it calls the hooks of
 :class:`fedlib.algorithms.base.Algorithm`, trains the round's clients on the config's backend
-(:mod:`fedlib.core.client_training` one after another, :mod:`fedlib.core.backends.threaded`, :mod:`fedlib.core.backends.stacked`)
-and keeps the run in the results store (:mod:`fedlib.core.store`), resuming from its checkpoint.
+(:mod:`fedlib.core.client_training` one after another, :mod:`fedlib.core.backends.threaded`,
+:mod:`fedlib.core.backends.stacked`) and keeps the run in the results store (:mod:`fedlib.core.store`), resuming from its checkpoint.
 Its state and randomness are those of :mod:`fedlib.core.state`: every client of round r sees the
 same seeds whether the run was interrupted or not.
 """

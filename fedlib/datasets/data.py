@@ -129,7 +129,8 @@ class Dataset:
     test_groups: np.ndarray | None = None
     group_names: list[str] | None = None
     source: str = ""
-    # fedlib.datasets.data_check.fingerprint of the data as loaded, kept through re-splits and subsets (set by the engine)
+    # fedlib.datasets.data_check.fingerprint of the data as loaded, kept through re-splits and subsets
+    # (set by the engine)
     fingerprint: dict | None = None
 
     @property

@@ -17,7 +17,8 @@ import hashlib
 import numpy as np
 import torch
 
-from fedlib.datasets.data import DATASET_SHAPES, HOLDOUT_FRACTION, POOLED_TRAIN_FRACTION, Dataset, dataset_shape, split_option
+from fedlib.datasets.data import (DATASET_SHAPES, HOLDOUT_FRACTION, POOLED_TRAIN_FRACTION, Dataset, dataset_shape,
+                                  split_option)
 from fedlib.errors import FedlibError
 
 # datasets whose published split sizes are exact (the others vary with the build: LEAF's FEMNIST,

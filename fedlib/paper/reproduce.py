@@ -41,8 +41,8 @@ if TYPE_CHECKING:
     import pandas as pd
 
 from fedlib.errors import FedlibError, explain, one_of
-from fedlib.reporting.notebook import (PUBLISH_ENV, REPO_ROOT, cell_defaults, check_unpublished, load_profiles, output_folder,
-                             plain_math, repo_path)
+from fedlib.reporting.notebook import (PUBLISH_ENV, REPO_ROOT, cell_defaults, check_unpublished, load_profiles,
+                                       output_folder, plain_math, repo_path)
 
 STANDARD_PROFILES = ("smoke", "quick", "paper")
 # Parameters the runner itself sets; every notebook's parameters cell declares them.
