@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Regenerate the paper figures and tables: set up .venv from requirements-lock.txt, register the
-# `fedlib` Jupyter kernel, then execute the notebooks with `python -m fedlib.reproduce`.
+# `fedlib` Jupyter kernel, then execute the notebooks with `python -m fedlib.paper.reproduce`.
 set -euo pipefail
 
 usage() {
@@ -9,7 +9,7 @@ usage: ./reproduce.sh [--no-install | --install-only] [RUNNER OPTIONS]
 
 Creates or reuses .venv, installs requirements-lock.txt and fedlib (skipped when neither the
 lock file nor pyproject.toml changed since the last install), registers the Jupyter kernel
-"fedlib", then runs every notebook: python -m fedlib.reproduce RUNNER OPTIONS.
+"fedlib", then runs every notebook: python -m fedlib.paper.reproduce RUNNER OPTIONS.
 
   --no-install       use the current python (PYTHON, default python3); no venv, no install
   --install-only     set up .venv and the kernel, run no notebook
@@ -108,5 +108,5 @@ if [[ $install_only == 1 ]]; then
 fi
 
 status=0
-"$python" -m fedlib.reproduce "${runner_args[@]+"${runner_args[@]}"}" || status=$?
+"$python" -m fedlib.paper.reproduce "${runner_args[@]+"${runner_args[@]}"}" || status=$?
 exit "$status"

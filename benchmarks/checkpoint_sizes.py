@@ -22,8 +22,8 @@ from pathlib import Path
 
 import torch
 
-from fedlib import engine
-from fedlib.config import RunConfig
+from fedlib.core import engine
+from fedlib.core.config import RunConfig
 
 TABLE3_METHODS = ("fedavg", "fedcurv", "fedprox", "fednova", "scaffold", "moon", "fedrs", "fedntd", "fedlmd")
 TABLE3_METHOD_ARGS = {"fedlmd": {"tau": 1.0, "beta": 1.0}}  # as notebooks/fedlmd_table3_partitions.ipynb

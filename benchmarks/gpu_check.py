@@ -51,7 +51,8 @@ STAND_IN_SIZES = {"cifar10": (50000, 10000), "fashion_mnist": (60000, 10000)}
 @contextlib.contextmanager
 def stand_ins(names: tuple[str, ...], tiny: bool) -> Iterator[None]:
     """Inside, the engine loads a full-size stand-in (``tiny``: 400 images) for each of ``names``."""
-    from fedlib import data, engine
+    from fedlib.core import engine
+    from fedlib.datasets import data
 
     original = engine.load_dataset
 
@@ -72,7 +73,7 @@ def stand_ins(names: tuple[str, ...], tiny: bool) -> Iterator[None]:
 
 def _stand_in_names(tiny: bool) -> tuple[str, ...]:
     """CIFAR-10 always (the device carries no JPEG folder); Fashion-MNIST too when tiny or missing."""
-    from fedlib import data
+    from fedlib.datasets import data
 
     names = ["cifar10"]
     if tiny or not data.dataset_available("fashion_mnist"):
@@ -95,7 +96,7 @@ def workload(name: str, device: str, tiny: bool):
 
 # ---------------------------------------------------------------------- parts
 def part_env(device: str, tiny: bool) -> str:
-    import fedlib.determinism  # noqa: F401 - sets CUBLAS_WORKSPACE_CONFIG, as every run does
+    import fedlib.core.determinism  # noqa: F401 - sets CUBLAS_WORKSPACE_CONFIG, as every run does
 
     lines = ["## Machine", "", f"- torch {torch.__version__}, Python {sys.version.split()[0]}"]
     if device.startswith("cuda"):
@@ -220,8 +221,8 @@ def part_profile(device: str, tiny: bool) -> str:
     from torch.profiler import ProfilerActivity, profile
 
     from benchmarks.op_count import count_config
-    from fedlib import engine
-    from fedlib.client_training import client_setup
+    from fedlib.core import engine
+    from fedlib.core.client_training import client_setup
 
     model_name = "lenet5" if tiny else "mobilenetv2"
     cfg = count_config(model_name, "fedvls", batch_size=8 if tiny else 64).replace(device=device)

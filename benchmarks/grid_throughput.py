@@ -1,4 +1,4 @@
-"""Runs per hour of a quick grid with 1, 2, ... local workers (fedlib.executor), on this machine.
+"""Runs per hour of a quick grid with 1, 2, ... local workers (fedlib.orchestration.executor), on this machine.
 
     FEDLIB_DATA=/work/shared/datasets .venv/bin/python -m benchmarks.grid_throughput --workers 1,2
     .venv/bin/python -m benchmarks.grid_throughput --notebook fedlmd_table5_combinations --profile quick
@@ -20,10 +20,10 @@ import platform
 import tempfile
 import time
 
-from fedlib.config import RunConfig
-from fedlib.executor import execute
-from fedlib.experiments import grid
-from fedlib.resources import available_cores, thread_budget
+from fedlib.core.config import RunConfig
+from fedlib.orchestration.executor import execute
+from fedlib.orchestration.experiments import grid
+from fedlib.orchestration.resources import available_cores, thread_budget
 
 
 def quick_grid() -> list[RunConfig]:
@@ -36,7 +36,7 @@ def quick_grid() -> list[RunConfig]:
 
 def notebook_grid(stem: str, profile: str) -> list[RunConfig]:
     """The distinct runs ``notebooks/<stem>.ipynb`` declares in ``profile``."""
-    from fedlib.reproduce import notebook_runs
+    from fedlib.paper.reproduce import notebook_runs
 
     return notebook_runs(profile, stem, device="cpu", progress=False)[0]
 

@@ -19,7 +19,7 @@ from torch.utils.data import DataLoader, Dataset, Subset
 from torchvision import transforms
 
 from fedlib.algorithms.base import Algorithm, ClientContext, ClientUpdate
-from fedlib.state import ServerState, sample_clients
+from fedlib.core.state import ServerState, sample_clients
 
 
 class PILImages(Dataset):

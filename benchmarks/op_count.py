@@ -27,10 +27,11 @@ from dataclasses import dataclass, field
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from fedlib import engine, stacked
-from fedlib.client_training import client_setup
-from fedlib.config import RunConfig
-from fedlib.state import sample_clients
+from fedlib.core import engine
+from fedlib.core.backends import stacked
+from fedlib.core.client_training import client_setup
+from fedlib.core.config import RunConfig
+from fedlib.core.state import sample_clients
 
 # ops that make the host wait for the device: a value read back, or an output sized by the data
 SYNC_OPS = {"_local_scalar_dense", "nonzero", "masked_select", "_unique2", "unique_dim", "unique_consecutive",

@@ -1,7 +1,7 @@
-"""``python -m fedlib`` is the command line (see :mod:`fedlib.cli`)."""
+"""``python -m fedlib`` is the command line (see :mod:`fedlib.commands.cli`)."""
 
 import sys
 
-from fedlib.cli import main
+from fedlib.commands.cli import main
 
 sys.exit(main())

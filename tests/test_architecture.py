@@ -1,8 +1,12 @@
-"""The import structure of fedlib: no import cycle, and the floors of a run point one way.
+"""The import structure of fedlib: its layers are subpackages, they import one way, and no cycle.
 
-Every import counts: at the top of a module, inside functions and under ``if TYPE_CHECKING``.
-``import fedlib.a.b`` and ``from fedlib.a import b`` are edges to the module ``fedlib.a.b``
-only (Python runs the package ``fedlib.a`` on the way, but that is no dependency).
+A layer is a subpackage (the run is two: ``fedlib.core`` and ``fedlib.algorithms``, checked floor
+by floor because the methods sit between the core's floors). A module may import, directly or
+through any other module, only modules of its own floor or below. Every import counts: at the top
+of a module, inside functions and under ``if TYPE_CHECKING``. ``import fedlib.a.b`` and
+``from fedlib.a import b`` are edges to the module ``fedlib.a.b`` only (Python runs the package
+``fedlib.a`` on the way, but that is no dependency). Inside fedlib, no module names an old flat
+path (``fedlib.engine``): those are aliases for code outside it (tests/test_old_paths.py).
 """
 
 from __future__ import annotations
@@ -14,22 +18,38 @@ import fedlib
 
 PACKAGE = Path(fedlib.__file__).parent
 
-# The floors of a run, bottom first. A module on a floor may import (directly or through any
-# other module) only modules of its own floor or below. Every fedlib.algorithms module that is
-# not the registry or the contract is a method, on the "methods" floor.
-FLOORS = [
-    ("foundations", {"fedlib", "fedlib.errors", "fedlib.yaml_input", "fedlib.data", "fedlib.data_check",
-                     "fedlib.partition", "fedlib.models", "fedlib.augment", "fedlib.determinism"}),
-    ("method registry", {"fedlib.algorithms"}),
-    ("config", {"fedlib.config"}),
-    ("run state", {"fedlib.state"}),
-    ("method contract", {"fedlib.algorithms.base", "fedlib.algorithms._common"}),
-    ("local training", {"fedlib.client_training"}),
-    ("methods", set()),
-    ("backends", {"fedlib.threaded", "fedlib.stacked", "fedlib.backend_choice"}),
-    ("results store", {"fedlib.store"}),
-    ("engine", {"fedlib.engine"}),
+# The layers, bottom first: (name, what it holds). A name holds the module of that name and, when
+# it is a package other than fedlib itself, every module under it. The ground floor is the only
+# one outside a subpackage (with ``python -m fedlib``'s __main__, which is the command line).
+LAYERS = [
+    ("ground", {"fedlib", "fedlib.errors", "fedlib.yaml_input"}),
+    ("datasets", {"fedlib.datasets"}),
+    ("measures", {"fedlib.measures"}),
+    ("run", {"fedlib.core", "fedlib.algorithms"}),
+    ("analysis", {"fedlib.analysis"}),
+    ("orchestration", {"fedlib.orchestration"}),
+    ("reporting", {"fedlib.reporting"}),
+    ("paper", {"fedlib.paper"}),
+    ("commands", {"fedlib.commands", "fedlib.__main__"}),
 ]
+
+# The floors of the run layer, bottom first. Every fedlib.algorithms module that is not the
+# registry or the contract is a method, on the "methods" floor.
+RUN_FLOORS = [
+    ("models", {"fedlib.core", "fedlib.core.models", "fedlib.core.determinism"}),
+    ("method registry", {"fedlib.algorithms"}),
+    ("config", {"fedlib.core.config"}),
+    ("run state", {"fedlib.core.state"}),
+    ("method contract", {"fedlib.algorithms.base", "fedlib.algorithms._common"}),
+    ("local training", {"fedlib.core.client_training"}),
+    ("methods", set()),
+    ("backends", {"fedlib.core.backends", "fedlib.core.backend_choice"}),
+    ("results store", {"fedlib.core.store"}),
+    ("engine", {"fedlib.core.engine"}),
+]
+
+# Every floor, bottom first: each layer, the run replaced by its floors.
+FLOORS = [floor for name, held in LAYERS for floor in (RUN_FLOORS if name == "run" else [(name, held)])]
 
 
 # ---------------------------------------------------------------------- the scan
@@ -106,14 +126,54 @@ def reachable(graph: dict[str, set[str]], start: str) -> set[str]:
     return seen
 
 
+def _holder(names: set[str], module: str) -> str | None:
+    """The longest name of ``names`` that holds ``module`` (itself, or a package above it)."""
+    held = [n for n in names if module == n or (n != "fedlib" and module.startswith(n + "."))]
+    return max(held, key=len) if held else None
+
+
+def _index_of(groups: list[tuple[str, set[str]]], module: str) -> int | None:
+    best = [(len(h), i) for i, (_, names) in enumerate(groups) if (h := _holder(names, module))]
+    return max(best)[1] if best else None
+
+
+def layer_of(graph: dict[str, set[str]]) -> dict[str, int]:
+    """Module -> its layer's index in LAYERS, for the modules a layer holds."""
+    return {m: i for m in graph if (i := _index_of(LAYERS, m)) is not None}
+
+
 def floor_of(graph: dict[str, set[str]]) -> dict[str, int]:
-    """Module -> its floor's index, for the modules FLOORS places."""
-    floors = {module: index for index, (_, modules) in enumerate(FLOORS) for module in modules}
+    """Module -> its floor's index in FLOORS, for the modules a floor holds (a module of the
+    algorithms package that no floor names is a method)."""
     methods = [index for index, (name, _) in enumerate(FLOORS) if name == "methods"][0]
+    floors = {}
     for module in graph:
-        if module.startswith("fedlib.algorithms.") and module not in floors:
-            floors[module] = methods
+        index = _index_of(FLOORS, module)
+        if module.startswith("fedlib.algorithms.") and _holder(FLOORS[index][1], module) == "fedlib.algorithms":
+            index = methods
+        if index is not None:
+            floors[module] = index
     return floors
+
+
+def old_paths_named(source: str, module: str, is_package: bool) -> set[str]:
+    """The old flat paths (``fedlib.MOVED``) that ``source`` imports or names as a whole string."""
+    package = module if is_package else module.rpartition(".")[0]
+    named = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            named.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[:len(package.split(".")) - node.level + 1]
+                base = ".".join(anchor + ([node.module] if node.module else []))
+            named.add(base)
+            if base == "fedlib":  # from fedlib import engine
+                named.update(f"{base}.{alias.name}" for alias in node.names)
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            named.add(node.value)
+    return {name for name in named if fedlib.new_name(name)}
 
 
 # ---------------------------------------------------------------------- the scan itself
@@ -149,10 +209,30 @@ def test_no_import_cycle_inside_fedlib():
     assert cycle is None, "import cycle: " + " -> ".join(cycle)
 
 
-def test_every_floor_names_existing_modules():
+def test_every_module_is_in_a_layer_and_on_a_floor():
+    graph = import_graph()
+    layers, floors = layer_of(graph), floor_of(graph)
+    assert not sorted(set(graph) - set(layers)), "modules in no layer (put them in a subpackage)"
+    assert not sorted(set(graph) - set(floors)), "modules on no floor"
+    loose = sorted(m for m, path in package_modules().items() if path.parent == PACKAGE
+                   and path.name != "__init__.py" and m not in LAYERS[0][1] | {"fedlib.__main__"})
+    assert not loose, f"modules outside a subpackage: {loose}"
+
+
+def test_every_layer_and_floor_names_existing_modules():
     modules = set(package_modules())
-    missing = sorted(m for _, floor in FLOORS for m in floor if m not in modules)
-    assert not missing, f"FLOORS names modules that do not exist: {missing}"
+    named = {m for _, held in LAYERS + RUN_FLOORS for m in held}
+    assert not sorted(named - modules), "LAYERS or RUN_FLOORS name modules that do not exist"
+    run = LAYERS[[name for name, _ in LAYERS].index("run")][1]
+    assert all(_holder(run, m) for _, held in RUN_FLOORS for m in held), "a run floor outside the run layer"
+
+
+def test_layers_point_one_way():
+    graph = import_graph()
+    layers = layer_of(graph)
+    upward = [f"{m} ({LAYERS[layers[m]][0]}) -> {t} ({LAYERS[layers[t]][0]})"
+              for m in sorted(graph) for t in sorted(graph[m]) if layers[t] > layers[m]]
+    assert not upward, "imports into a higher layer:\n" + "\n".join(upward)
 
 
 def test_floors_point_one_way():
@@ -170,6 +250,28 @@ def test_methods_and_backends_never_reach_the_engine():
     graph = import_graph()
     methods = [m for m in graph if m.startswith("fedlib.algorithms")]
     assert "fedlib.algorithms.pkd" in methods and "fedlib.algorithms.base" in methods
-    for module in methods + ["fedlib.state", "fedlib.client_training", "fedlib.threaded", "fedlib.stacked"]:
-        assert not reachable(graph, module) & {"fedlib.engine", "fedlib.store"}, module
+    backends = [m for m in graph if m.startswith("fedlib.core.backends")]
+    assert "fedlib.core.backends.stacked" in backends
+    for module in methods + backends + ["fedlib.core.state", "fedlib.core.client_training"]:
+        assert not reachable(graph, module) & {"fedlib.core.engine", "fedlib.core.store"}, module
     assert not reachable(graph, "fedlib.algorithms") & set(methods), "the registry loads methods by name only"
+
+
+def test_the_old_path_scan_finds_imports_and_names():
+    source = """
+import fedlib.engine
+from fedlib import store, errors
+from fedlib.grids.pkd import grid
+from fedlib.core import config
+x = "fedlib.data"
+y = "fedlib.datasets.data"
+"""
+    assert old_paths_named(source, "fedlib.x.y", False) == {"fedlib.engine", "fedlib.store", "fedlib.grids.pkd",
+                                                           "fedlib.data"}
+
+
+def test_no_fedlib_module_names_an_old_path():
+    named = {m: old_paths_named(path.read_text(encoding="utf-8"), m, path.name == "__init__.py")
+             for m, path in package_modules().items() if m != "fedlib"}  # fedlib/__init__.py holds the table
+    found = {m: sorted(names) for m, names in named.items() if names}
+    assert not found, f"import the new paths (fedlib.MOVED) inside fedlib: {found}"

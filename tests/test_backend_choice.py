@@ -1,5 +1,5 @@
 """backend="auto": threads on a CPU; elsewhere only paths verified on that device kind, the
-fastest per model as measured (fedlib/verified_paths.json), else the sequential reference."""
+fastest per model as measured (fedlib/core/verified_paths.json), else the sequential reference."""
 
 import json
 

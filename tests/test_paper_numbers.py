@@ -1,4 +1,4 @@
-"""The transcribed paper numbers (fedlib/paper_results) are well formed and load correctly."""
+"""The transcribed paper numbers (fedlib/reporting/paper_results) are well formed and load correctly."""
 
 import csv
 import math

@@ -43,7 +43,7 @@ from pathlib import Path
 REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))
 
-from fedlib.notebook import plain_math  # noqa: E402
+from fedlib.reporting.notebook import plain_math  # noqa: E402
 
 DEFAULT_GALLERY = REPO_ROOT / "figures" / "gallery"
 NOTEBOOKS_DIR = REPO_ROOT / "notebooks"

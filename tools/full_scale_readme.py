@@ -11,7 +11,7 @@ Sources: ``tables/paper/fedvls_table1_vs_paper.csv`` (FedED/FedVLS Table 1, MNIS
 hold means and std over seeds but not how many seeds went into a cell: the seed count comes from
 the runs of the notebook's paper-profile grid (with the ``-p`` parameters ``tables/paper/index.json``
 records for the table) that the reference store (``reference_results/``) holds. A cell with a diverged
-run has no number (the committed table holds NaN, as ``fedlib.experiments.mean_std`` leaves it) and
+run has no number (the committed table holds NaN, as ``fedlib.orchestration.experiments.mean_std`` leaves it) and
 its verdict reads "diverged (k of n seeds)". A cell whose stored runs disagree with the committed
 table (a run added, the table not republished) stops the tool: republish the tables first. Only
 the lines between a block's markers ``<!-- full-scale:NAME begin -->`` and
@@ -36,13 +36,13 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from fedlib.grids import fedlmd, fedvls, pkd  # noqa: E402
-from fedlib.notebook import load_profiles  # noqa: E402
-from fedlib.paper_numbers import parse_setting  # noqa: E402
-from fedlib.plan import notebook_parameters  # noqa: E402
-from fedlib.plots import display_name  # noqa: E402
-from fedlib.store import RunRecord  # noqa: E402
-from fedlib.tables import DIVERGED, NOT_RUN, setting_label  # noqa: E402
+from fedlib.core.store import RunRecord  # noqa: E402
+from fedlib.paper.grids import fedlmd, fedvls, pkd  # noqa: E402
+from fedlib.paper.plan import notebook_parameters  # noqa: E402
+from fedlib.reporting.notebook import load_profiles  # noqa: E402
+from fedlib.reporting.paper_numbers import RESULTS_DIR, parse_setting  # noqa: E402
+from fedlib.reporting.plots import display_name  # noqa: E402
+from fedlib.reporting.tables import DIVERGED, NOT_RUN, setting_label  # noqa: E402
 
 README = ROOT / "README.md"
 TABLES = ROOT / "tables" / "paper"
@@ -183,7 +183,7 @@ def stored_summaries(configs: list) -> list[dict]:
 def check_cell(where: str, ours: float | None, ours_std: float | None, values: list[float],
                notebook: str, diverged: int = 0) -> None:
     """Raise :class:`StaleTable` when a committed cell's mean / std over seeds (population std,
-    as ``fedlib.experiments.mean_std``) differs from its runs in the reference store: ``values``
+    as ``fedlib.orchestration.experiments.mean_std``) differs from its runs in the reference store: ``values``
     from the runs that did not diverge, ``diverged`` the number that did. A cell with a diverged
     run has no mean and no std (NaN in the table)."""
     mean = statistics.fmean(values) if values and not diverged else None
@@ -421,7 +421,7 @@ def _speedup_text(value) -> str:
 def fedlmd_block() -> str:
     """The README's FedLMD Table 3 block: the seeds, the run cells, what is not run."""
     cells = fedlmd_cells()
-    paper = pd.read_csv(ROOT / "fedlib" / "paper_results" / "fedlmd_table3.csv")
+    paper = pd.read_csv(RESULTS_DIR / "fedlmd_table3.csv")
     paper = paper[~paper["setting"].str.contains("metric=")]
     columns = {f"{display_name(d)}, {_partition_text(s)}" for d, s in zip(paper["dataset"], paper["setting"])}
     missing = sorted(columns - {c.column for c in cells})

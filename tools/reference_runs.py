@@ -25,11 +25,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from fedlib import engine, store  # noqa: E402
+from fedlib.core import engine, store  # noqa: E402
 from fedlib.errors import FedlibError  # noqa: E402
-from fedlib.plan import declared_configs  # noqa: E402
-from fedlib.reproduce import build_overrides, load_profiles  # noqa: E402
-from fedlib.resources import apply_thread_budget  # noqa: E402
+from fedlib.orchestration.resources import apply_thread_budget  # noqa: E402
+from fedlib.paper.plan import declared_configs  # noqa: E402
+from fedlib.paper.reproduce import build_overrides, load_profiles  # noqa: E402
 from tools.park_run import restore  # noqa: E402
 
 

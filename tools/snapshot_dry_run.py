@@ -23,13 +23,13 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from fedlib import dry_run, partition_check  # noqa: E402
-from fedlib.reproduce import declared_profile_runs  # noqa: E402
+from fedlib.orchestration import dry_run, partition_check  # noqa: E402
+from fedlib.paper.reproduce import declared_profile_runs  # noqa: E402
 
 
 def snapshot(profile: str, declared: dict | None = None) -> Path:
     """Copy the declared rows and the partitions, write the README; returns the folder.
-    ``declared``: the profile's runs (:func:`fedlib.reproduce.declared_profile_runs`, read when None)."""
+    ``declared``: the profile's runs (:func:`fedlib.paper.reproduce.declared_profile_runs`, read when None)."""
     source, target = ROOT / "output" / "dry_run", ROOT / "benchmarks" / "dry_run"
     names = [f"{profile}.csv", f"{profile}_partitions.csv"]
     for name in names:

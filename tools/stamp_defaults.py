@@ -4,7 +4,7 @@
     python tools/stamp_defaults.py --check    # exit 1 listing notebooks whose stamp differs from the cell
     python tools/stamp_defaults.py a.ipynb    # only these files
 
-In JupyterLab, ``fedlib.notebook.apply_profile`` keeps a value the reader edited over the profile's;
+In JupyterLab, ``fedlib.reporting.notebook.apply_profile`` keeps a value the reader edited over the profile's;
 it tells an edit from a default by comparing the cell with this stamp, which editing the cell's text
 (and JupyterLab's autosave) leaves as it was. Run it after changing a parameters cell on purpose.
 Files are written the way Jupyter writes them (indent 1, trailing newline).
@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from fedlib.notebook import DEFAULTS_KEY, defaults_stamp  # noqa: E402
+from fedlib.reporting.notebook import DEFAULTS_KEY, defaults_stamp  # noqa: E402
 
 
 def stamped(notebook: dict) -> dict:

@@ -39,7 +39,7 @@ PROMPTS: dict[str, tuple[list[str], list[tuple[str, str]]]] = {
         "draws? (At full scale it decides which seed scores best: see docs/results.md.)",
         "`classes_per_client = 5`: the quantity partition with half the classes per client. Which of the "
         "two panels now looks more skewed?",
-    ], [("fedlib/partition.py", "`_dirichlet` and `_quantity`, the two schemes drawn here")]),
+    ], [("fedlib/datasets/partition.py", "`_dirichlet` and `_quantity`, the two schemes drawn here")]),
     "fedvls_fig1_fig4_local_update": ([
         "`update_epochs = 5`: a longer local update. Predict the vacant classes' accuracy after it, for "
         "FedAvg and for FedVLS.",
@@ -80,7 +80,7 @@ PROMPTS: dict[str, tuple[list[str], list[tuple[str, str]]]] = {
         "`quantity_split = \"official\"`: the authors' way of cutting a class between its holders. Does any "
         "number move by more than a point?",
         "`methods = [\"fedavg\", \"fedlc\", \"fedvls\"]`: is calibration alone (FedLC) enough here?",
-    ], [("fedlib/algorithms/fedvls.py", "`local_loss`"), ("fedlib/partition.py", "`_quantity`")]),
+    ], [("fedlib/algorithms/fedvls.py", "`local_loss`"), ("fedlib/datasets/partition.py", "`_quantity`")]),
     "fedvls_table3_backbones": ([
         "`betas = [0.5, 0.05]`: does the backbone matter more under strong or mild skew?",
         "`local_epochs = 3`: does a deeper network drift more with more local steps?",
@@ -100,7 +100,7 @@ PROMPTS: dict[str, tuple[list[str], list[tuple[str, str]]]] = {
         "clients' labels?",
         "`participation = 1.0`: every client every round. Predict how the round-to-round swings change.",
         "`rounds = 12`: does the mismatch shrink as training goes on?",
-    ], [("fedlib/prediction_stats.py", "`total_variation` and `top_class_share`, the measures shown"),
+    ], [("fedlib/analysis/prediction_stats.py", "`total_variation` and `top_class_share`, the measures shown"),
         ("fedlib/algorithms/fedlmd.py", "`distillation_support`: the classes FedLMD distils, chosen from "
                                         "exactly this mismatch")]),
     "fedlmd_fig4_kd_variants": ([
@@ -161,7 +161,7 @@ PROMPTS: dict[str, tuple[list[str], list[tuple[str, str]]]] = {
         "`beta = 0.05`: stronger skew. Does the drift grow?",
         "`logit_mu = 0.01`: ten times the logit distillation. Does it hold the logits near the global "
         "model's?",
-    ], [("fedlib/drift.py", "`drift_study`: the local epochs and what is measured after each"),
+    ], [("fedlib/analysis/drift.py", "`drift_study`: the local epochs and what is measured after each"),
         ("fedlib/algorithms/fedcsd.py", "`csd_term`")]),
     "fedcsd_fig3_fig4_sensitivity": ([
         "`mus = [0.001, 0.01, 0.1, 1.0]`: the paper's grid. Where does accuracy fall off?",
@@ -194,13 +194,13 @@ PROMPTS: dict[str, tuple[list[str], list[tuple[str, str]]]] = {
         "`rounds = 10`: does the gap between the best and worst class close with more training?",
         "`classes_per_client = 2`: a milder pathological split. How much of the gap is left?",
         "`seeds = [0, 1, 2]`: is the weakest class the same in every seed?",
-    ], [("fedlib/class_gap.py", "`mean_subtracted`: the class accuracies the figure plots"),
+    ], [("fedlib/analysis/class_gap.py", "`mean_subtracted`: the class accuracies the figure plots"),
         ("fedlib/algorithms/pkd.py", "`partial_kd_loss`: what PKD does about the weak classes")]),
     "pkd_fig4_5_7_weak_class_discovery": ([
         "`confusion_ratio = 0.3`: a looser threshold. Predict whether the groups grow.",
         "`grouping = \"components\"`: connected components instead of cliques. Do the groups merge?",
         "`warmup_rounds = 6`: a longer warm-up. Are the discovered groups the paper's?",
-    ], [("fedlib/weak_classes.py", "`weak_pairs` and `discover_groups`"),
+    ], [("fedlib/measures/weak_classes.py", "`weak_pairs` and `discover_groups`"),
         ("fedlib/algorithms/pkd.py", "`expert_assignment`: which samples an expert fires on")]),
     "pkd_fig3_6_9_class_accuracy_rounds": ([
         "`pkd_student_init = \"fresh\"`: start the KD stage from the initial weights, the reading the "
@@ -225,7 +225,7 @@ PROMPTS: dict[str, tuple[list[str], list[tuple[str, str]]]] = {
         "there. By how much, and for how long?",
         "`lam = 5.0`: a stronger KD term for every reading. Does the firing curve change shape?",
     ], [("fedlib/algorithms/pkd.py", "`partial_kd_loss` (`normalise`) and `PKD.begin_round` (`student_init`)"),
-        ("fedlib/pkd_readings.py", "the readouts and `verdict`, the rule fixed before the runs")]),
+        ("fedlib/analysis/pkd_readings.py", "the readouts and `verdict`, the rule fixed before the runs")]),
     "pkd_table1_4_class_accuracy": ([
         "`pkd_student_init = \"fresh\"`: the other reading of where the KD stage starts. Which column "
         "changes most?",

@@ -3,7 +3,7 @@
 ``build_algorithm("fedlmd+fedprox", {"beta": 1.0, "mu": 0.01}, dataset="cifar10")`` composes
 methods with ``+`` (see :mod:`fedlib.algorithms.base` for which hooks combine and how).
 
-The registry sits below :mod:`fedlib.config`, which resolves method names and arguments through
+The registry sits below :mod:`fedlib.core.config`, which resolves method names and arguments through
 it: it imports neither the contract (:mod:`fedlib.algorithms.base`) nor any method statically.
 The method modules are loaded by name on first use, and every class here is a subclass of
 ``base.Algorithm``, asked for its contract through its own class methods.

@@ -14,7 +14,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from fedlib.state import ServerState
+from fedlib.core.state import ServerState
 
 GLOBAL_TEACHER = "global"  # the key under which teachers of the received global model live
 # ``teacher_mode`` of the methods that distil from the received global model: "eval" uses

@@ -27,7 +27,7 @@ hook                when it runs                                                
 Rules:
 
 1. State lives in ``server.extras`` (what an exact resume needs, checkpointed) or
-   ``server.cache`` (rebuildable, never checkpointed), see :class:`fedlib.state.ServerState`;
+   ``server.cache`` (rebuildable, never checkpointed), see :class:`fedlib.core.state.ServerState`;
    a client's state lives in its :class:`ClientContext`; nothing lives on the method instance.
 2. ``loss`` is a function of tensors: no Python branching on tensor values, no host syncs
    (``.item()``). It reads the outputs, the labels and ``ctx``'s ``class_counts``/``class_prior``,
@@ -54,8 +54,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from fedlib.config import RunConfig
-from fedlib.state import ClientData, ServerState
+from fedlib.core.config import RunConfig
+from fedlib.core.state import ClientData, ServerState
 
 
 @dataclass

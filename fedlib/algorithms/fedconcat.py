@@ -50,8 +50,8 @@ from torch import Tensor, nn
 from fedlib.algorithms import register
 from fedlib.algorithms.base import (
     COUNT, NON_NEGATIVE_COUNT, Algorithm, ClientContext, ClientUpdate, weighted_average)
+from fedlib.core.state import ServerState
 from fedlib.errors import FedlibError
-from fedlib.state import ServerState
 
 
 @register

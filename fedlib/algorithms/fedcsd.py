@@ -81,8 +81,8 @@ from torch import Tensor, nn
 
 from fedlib.algorithms import register
 from fedlib.algorithms.base import POSITIVE, UNIT_INTERVAL, Algorithm, ClientContext, Outputs
+from fedlib.core.state import ServerState, keyed_seed
 from fedlib.errors import FedlibError, one_of
-from fedlib.state import ServerState, keyed_seed
 
 VARIANTS = ("paper", "official")
 MASK_TYPES = ("adaptive", "hard")

@@ -40,7 +40,7 @@ from fedlib.algorithms import register
 from fedlib.algorithms._common import global_teacher
 from fedlib.algorithms.base import COUNT, NON_NEGATIVE, UNIT_INTERVAL, Algorithm, ClientContext, ClientUpdate
 from fedlib.algorithms.fedsam import ascent_perturbation, frozen_batchnorm_stats
-from fedlib.state import ServerState
+from fedlib.core.state import ServerState
 
 ROUND_START = "fedgf_round_start"  # cache key of the global model the round's clients received
 

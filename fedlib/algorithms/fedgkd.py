@@ -21,7 +21,7 @@ from torch import Tensor
 
 from fedlib.algorithms import register
 from fedlib.algorithms.base import COUNT, NON_NEGATIVE, POSITIVE, Algorithm, ClientContext, Outputs
-from fedlib.state import ServerState
+from fedlib.core.state import ServerState
 
 HISTORY = "fedgkd_history"
 TEACHER = "fedgkd_teacher"

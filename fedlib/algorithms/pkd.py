@@ -9,7 +9,7 @@ Three stages, all inside the normal round loop (Algorithm 1 of the paper):
 2. **Weak classes and experts.** At the start of round ``warmup_rounds`` the warmed-up global
    model makes one pass over every client's training data; the clients' per-class sums give
    P(pred = b | true = a) and the distances between class-mean penultimate features (Fig. 4, 7),
-   and :func:`fedlib.weak_classes.discover_groups` turns them into weak-class groups
+   and :func:`fedlib.measures.weak_classes.discover_groups` turns them into weak-class groups
    (FashionMNIST: {T-shirt, Shirt}, {Pullover, Coat, Shirt}; MNIST, whose paper groups are
    "8 with {3, 5}, 9 with {4, 7}", uses star groups by default), unless ``groups`` are given. For
    each group g an expert - the same network with |g| outputs - is trained by FedAvg on only
@@ -60,11 +60,11 @@ from torch import Tensor, nn
 from fedlib.algorithms import register
 from fedlib.algorithms.base import (
     NON_NEGATIVE, NON_NEGATIVE_COUNT, POSITIVE, Algorithm, ClientContext, ClientUpdate, Outputs, Range)
-from fedlib.client_training import fit_client, seeded_batches
+from fedlib.core.client_training import fit_client, seeded_batches
+from fedlib.core.state import ClientData, ServerState, keyed_seed, sample_clients
 from fedlib.errors import FedlibError, one_of
-from fedlib.state import ClientData, ServerState, keyed_seed, sample_clients
-from fedlib.weak_classes import (GROUPINGS, check_groups, class_statistics, discover_groups,
-                                 feature_distances, misclassification_probabilities)
+from fedlib.measures.weak_classes import (GROUPINGS, check_groups, class_statistics, discover_groups,
+                                          feature_distances, misclassification_probabilities)
 
 EXPERT_KEY = 7717  # mixed into the seeds of expert training, apart from the run's own rounds
 
@@ -153,7 +153,7 @@ _FEDAVG = Algorithm()  # an expert's local training: plain FedAvg (cross-entropy
 
 def _expert_round(server: ServerState, expert: nn.Module, local: nn.Module, group: Sequence[int],
                   round_index: int, local_epochs: int, expert_index: int) -> float:
-    """One FedAvg round of an expert (updated in place) by :mod:`fedlib.client_training`, seeded
+    """One FedAvg round of an expert (updated in place) by :mod:`fedlib.core.client_training`, seeded
     apart from the run's rounds; returns the round's cost in U."""
     cfg = server.cfg
     clients = sample_clients(keyed_seed(cfg.seed, EXPERT_KEY, expert_index), round_index, cfg.clients,

@@ -1,0 +1,666 @@
+"""The federated loop: sample clients, train them locally, aggregate, evaluate, checkpoint.
+
+The top floor. The engine knows nothing about any particular method; it calls the hooks of
+:class:`fedlib.algorithms.base.Algorithm`, trains the round's clients on the config's backend
+(:mod:`fedlib.core.client_training` one after another, :mod:`fedlib.core.backends.threaded`,
+:mod:`fedlib.core.backends.stacked`) and keeps the run in the results store (:mod:`fedlib.core.store`), resuming from its checkpoint.
+Its state and randomness are those of :mod:`fedlib.core.state`: every client of round r sees the
+same seeds whether the run was interrupted or not.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import sys
+import time
+from dataclasses import dataclass, replace
+from typing import Any, Sequence
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from fedlib import __version__
+from fedlib.algorithms import build_algorithm, method_class
+from fedlib.algorithms.base import Algorithm, ClientUpdate, Observer, notify
+from fedlib.core import determinism, store
+from fedlib.core.backend_choice import choose_backend
+from fedlib.core.backends import stacked, threaded
+from fedlib.core.client_training import train_client
+from fedlib.core.config import RunConfig
+from fedlib.core.state import FederatedData, ServerState, build_run_model, sample_clients
+from fedlib.datasets.augment import augment_spec, default_augmentation
+from fedlib.datasets.data import Dataset, apply_split, load_dataset, missing_dataset_message, split_option
+from fedlib.datasets.data_check import COUNT_KEYS, check_full_size, counts, fingerprint, fingerprint_difference
+from fedlib.datasets.partition import make_partition
+from fedlib.errors import FedlibError
+
+
+# ====================================================================== devices and data
+def resolve_device(name: str = "auto") -> torch.device:
+    """'auto' -> cuda when available, else cpu; a CUDA request without CUDA is a clear error."""
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name.startswith("cuda") and not torch.cuda.is_available():
+        raise FedlibError(f"device {name!r} requested but CUDA is not available; use --device cpu")
+    if name.startswith("mps") and not (getattr(torch.backends, "mps", None) and torch.backends.mps.is_available()):
+        raise FedlibError(f"device {name!r} requested but Apple's MPS is not available; use --device cpu")
+    return torch.device(name)
+
+
+def fp32_on_cuda(device: torch.device) -> None:
+    """On CUDA, compute float32 as float32: turn off TF32 (10-bit mantissa) in cuDNN convolutions
+    (on by default on NVIDIA GPUs) and cuBLAS matmuls, so a GPU run does the fp32 arithmetic its
+    config hash stands for (bf16 autocast has its own hash). The flags are process-wide."""
+    if device.type == "cuda":
+        torch.backends.cudnn.allow_tf32 = False
+        torch.backends.cuda.matmul.allow_tf32 = False
+
+
+def precision_flags(device: torch.device) -> dict[str, bool]:
+    """``{"tf32": ..., "deterministic": ...}`` for a CUDA device: whether TF32 may compute float32
+    ops, and whether deterministic kernels are on (:mod:`fedlib.core.determinism`); {} for others."""
+    if device.type != "cuda":
+        return {}
+    return {"tf32": bool(torch.backends.cudnn.allow_tf32 or torch.backends.cuda.matmul.allow_tf32),
+            "deterministic": torch.are_deterministic_algorithms_enabled()}
+
+
+_DATASET_CACHE: dict[tuple, Dataset] = {}
+
+
+def load_run_dataset(cfg: RunConfig) -> Dataset:
+    """The config's dataset (re-split as ``dataset_options["split"]`` says, then reduced to
+    max_train/max_test samples), cached in this process."""
+    key = (cfg.dataset, json.dumps(cfg.dataset_options, sort_keys=True), cfg.data_dir, cfg.download,
+           cfg.max_train_samples, cfg.max_test_samples, cfg.seed)
+    if key not in _DATASET_CACHE:
+        split, options = split_option(cfg.dataset_options)
+        dataset = load_dataset(cfg.dataset, data_dir=cfg.data_dir, download=cfg.download, **options)
+        check_full_size(dataset, options, split, cfg.max_train_samples, cfg.max_test_samples)
+        dataset = replace(dataset, fingerprint=dataset.fingerprint or fingerprint(dataset))
+        dataset = apply_split(dataset, split, seed=cfg.seed)
+        if cfg.max_train_samples or cfg.max_test_samples:
+            dataset = dataset.subset(cfg.max_train_samples, cfg.max_test_samples, seed=cfg.seed)
+        _DATASET_CACHE[key] = dataset
+    return _DATASET_CACHE[key]
+
+
+_SOURCE_FINGERPRINTS: dict[tuple, dict] = {}
+
+
+def _source_key(cfg: RunConfig) -> tuple:
+    """What picks the loaded dataset before any re-split or cap: name, loader options, folder."""
+    return cfg.dataset, json.dumps(split_option(cfg.dataset_options)[1], sort_keys=True), cfg.data_dir
+
+
+def source_fingerprint(cfg: RunConfig) -> dict | None:
+    """The fingerprint (fedlib.datasets.data_check.fingerprint) of the dataset ``cfg`` loads here, before
+    its re-split and caps; None when the data are not here (nothing is downloaded for it)."""
+    key = _source_key(cfg)
+    if key not in _SOURCE_FINGERPRINTS:
+        if missing_dataset_message(cfg.dataset, cfg.data_dir) is not None:
+            return None
+        options = split_option(cfg.dataset_options)[1]
+        _SOURCE_FINGERPRINTS[key] = fingerprint(load_dataset(cfg.dataset, data_dir=cfg.data_dir, **options))
+    return _SOURCE_FINGERPRINTS[key]
+
+
+def check_served_data(cfg: RunConfig, record: store.RunRecord) -> None:
+    """Refuse (one line) to serve a stored run trained on data of other sizes or class counts than
+    the data here; warn when only the content digest differs (the same images encoded otherwise,
+    e.g. a JPEG copy). Nothing to compare when the run recorded no fingerprint (runs stored
+    before fingerprints, such as the reference runs, trained on the full data) or the data are
+    not here."""
+    stored = record.read_meta().get("data_fingerprint")
+    if not isinstance(stored, dict):
+        return
+    here = source_fingerprint(cfg)
+    difference = None if here is None else fingerprint_difference(stored, here)
+    if difference is None:
+        return
+    if all(stored.get(key) == here.get(key) for key in COUNT_KEYS):  # only the digest differs
+        import warnings
+
+        warnings.warn(f"run {cfg.hash()} was trained on other images of the same sizes ({difference}); served "
+                      "anyway", store.ProvenanceWarning, stacklevel=4)
+        return
+    raise FedlibError(f"stored run {record.folder} was trained on other data than {cfg.dataset} here ({difference}); "
+                      "not served: use the data it was trained on, or delete the folder to train on these")
+
+
+# ====================================================================== evaluation
+# Data with at most this many named groups (Office-Caltech-10's 4 domains; not FEMNIST's
+# thousands of writers) also get a per-group test accuracy every round.
+MAX_REPORTED_GROUPS = 64
+
+
+@torch.no_grad()
+def evaluate(model: nn.Module, data: FederatedData) -> dict[str, Any]:
+    """Test accuracy, mean loss and class-wise accuracy of ``model`` on the full test set, plus
+    ``group_accuracy`` (one per domain, ``dataset.group_names`` order) for data with few groups."""
+    was_training = model.training
+    model.eval()
+    correct = torch.zeros(data.num_classes, device=data.device)
+    total = torch.zeros(data.num_classes, device=data.device)
+    all_hits, loss_sum = [], 0.0
+    for x, y in data.test_batches():
+        logits = model(x)
+        loss_sum += float(F.cross_entropy(logits.float(), y, reduction="sum"))
+        hits = (logits.argmax(1) == y).float()
+        correct.index_add_(0, y, hits)
+        total.index_add_(0, y, torch.ones_like(hits))
+        all_hits.append(hits)
+    model.train(was_training)
+    class_acc = (correct / total.clamp_min(1)).tolist()
+    metrics = {
+        "accuracy": float(correct.sum() / total.sum().clamp_min(1)),
+        "loss": loss_sum / max(1.0, float(total.sum())),
+        "class_accuracy": class_acc,
+    }
+    names, groups = data.dataset.group_names, data.dataset.test_groups
+    if names and groups is not None and len(names) <= MAX_REPORTED_GROUPS:
+        metrics["group_accuracy"] = _group_accuracy(torch.cat(all_hits).cpu(), torch.as_tensor(groups), len(names))
+    return metrics
+
+
+def _group_accuracy(hits: Tensor, groups: Tensor, count: int) -> list[float]:
+    """Mean of ``hits`` within each group id 0..count-1 (0 for a group without test samples)."""
+    correct = torch.zeros(count).index_add_(0, groups.long(), hits)
+    total = torch.zeros(count).index_add_(0, groups.long(), torch.ones_like(hits))
+    return (correct / total.clamp_min(1)).tolist()
+
+
+# ====================================================================== one round
+def local_work(updates: list[ClientUpdate], local_epochs: int) -> dict[str, int]:
+    """The local training a round did, counted over its clients: ``local_steps`` (optimiser steps
+    taken) and ``local_samples`` (forward + backward sample passes: each client walks its n_k
+    samples once per epoch, on both training paths). Tables 9-10 of PKD count cost from these."""
+    return {"local_steps": sum(u.num_steps for u in updates),
+            "local_samples": local_epochs * sum(u.num_samples for u in updates)}
+
+
+def _train_clients(server: ServerState, algorithm: Algorithm, clients: list[int], lr: float,
+                   hooks: Sequence[Observer]) -> list[ClientUpdate]:
+    """The round's local training on the config's backend ("auto": threads on a CPU, elsewhere the
+    fastest path verified there, :mod:`fedlib.core.backend_choice`); the fast paths fall back to the
+    sequential one inside."""
+    backend = server.cfg.backend
+    if backend == "auto":
+        backend = choose_backend(server.cfg.model, server.cfg.method, server.device.type)
+    if backend == "threads":
+        return threaded.train_round(server, algorithm, clients, lr, hooks)
+    if backend == "stacked":
+        return stacked.train_round(server, algorithm, clients, lr, hooks)
+    return [train_client(server, algorithm, k, lr, hooks) for k in clients]
+
+
+def run_round(server: ServerState, algorithm: Algorithm, hooks: Sequence[Observer] = ()) -> dict[str, Any]:
+    """One communication round; returns the round's training-side metrics."""
+    cfg = server.cfg
+    algorithm.begin_round(server)
+    clients = sample_clients(cfg.seed, server.round, cfg.clients, cfg.participation)
+    server.round_clients = clients
+    notify(hooks, "on_round_start", server, clients)
+    lr = cfg.lr * cfg.lr_decay ** server.round
+    updates = _train_clients(server, algorithm, clients, lr, hooks)
+    server.model.load_state_dict(algorithm.aggregate(server, updates))
+    algorithm.end_round(server, updates)
+    metrics = {"round": server.round, "clients": clients, "lr": lr}
+    metrics.update(local_work(updates, cfg.local_epochs))
+    metrics.update(algorithm.round_metrics(server, updates))
+    notify(hooks, "on_round_end", server, updates, metrics)
+    return metrics
+
+
+# ====================================================================== the run
+@dataclass
+class RunResult:
+    """A finished run: its config, per-round metrics and summary (and the store folder)."""
+
+    config: RunConfig
+    rounds: list[dict]
+    summary: dict
+    folder: Any = None
+
+    @classmethod
+    def not_run(cls, config: RunConfig) -> "RunResult":
+        """A placeholder for a config no store holds while rendering only: no rounds, NaN numbers."""
+        nan = float("nan")
+        return cls(config, [], {"not_run": True, "final_accuracy": nan, "best_accuracy": nan, "best_round": None,
+                                "class_accuracy": [], "class_names": []})
+
+    @property
+    def diverged(self) -> bool:
+        """Whether training stopped on non-finite weights or test loss (see :func:`run`)."""
+        return bool(self.summary.get("diverged", False))
+
+    # A diverged run's accuracies are no result (its model predicts one class, or nothing): the three
+    # properties read NaN for it, so that no figure or table takes them for numbers; ``summary`` keeps
+    # what the run measured, for the CLI's raw view.
+    @property
+    def final_accuracy(self) -> float:
+        """The final global model's test accuracy (a fraction); NaN for a diverged run."""
+        return math.nan if self.diverged else self.summary["final_accuracy"]
+
+    @property
+    def best_accuracy(self) -> float:
+        """The best test accuracy over the evaluated rounds (a fraction); NaN for a diverged run."""
+        return math.nan if self.diverged else self.summary["best_accuracy"]
+
+    @property
+    def class_accuracy(self) -> list[float]:
+        """The final global model's accuracy per class (fractions); all NaN for a diverged run."""
+        values = self.summary["class_accuracy"]
+        return [math.nan] * len(values) if self.diverged else values
+
+    @property
+    def class_names(self) -> list[str]:
+        return self.summary["class_names"]
+
+    def curve(self, key: str = "accuracy") -> "Any":
+        """A pandas Series of ``key`` per evaluated round."""
+        import pandas as pd
+
+        rows = [r for r in self.rounds if key in r]
+        return pd.Series([r[key] for r in rows], index=[r["round"] for r in rows], name=key)
+
+    def global_state(self) -> dict[str, Tensor]:
+        """The final global model's state (final.pt of a finished run; the resume checkpoint of a
+        partial run, or of a run stored before final.pt existed)."""
+        state = store.RunRecord(self.folder).read_latest() if self.folder else None
+        if state is None:
+            raise FedlibError(f"no checkpoint or final model stored for run {self.config.hash()} in {self.folder}")
+        return state["model"]
+
+    def load_model(self, device: str = "cpu") -> nn.Module:
+        """The final global model, ready for analysis: the network the run evaluated.
+
+        For a method that predicts with something other than ``server.model`` (FedConcat's
+        concatenated encoders and head: its ``eval_model``), the server is rebuilt from the
+        checkpoint and that predictor is returned.
+        """
+        if method_class(self.config.method).hook_owner("eval_model") is None:
+            dataset = load_run_dataset(self.config)
+            model = build_run_model(self.config, dataset)
+            model.load_state_dict(self.global_state())
+            fp32_on_cuda(torch.device(device))
+            return model.to(device).eval()
+        server, algorithm = prepare(self.config.replace(device=device))
+        _restore(store.RunRecord(self.folder), server)
+        if server.round == 0:
+            raise FedlibError(f"no checkpoint or final model stored for run {self.config.hash()} in {self.folder}")
+        return predictor(algorithm, server).eval()
+
+
+def prepare(cfg: RunConfig) -> tuple[ServerState, Algorithm]:
+    """Everything a run needs before round 0: data on the device, partition, model, method."""
+    device = resolve_device(cfg.device)
+    fp32_on_cuda(device)
+    determinism.configure(device, cfg.deterministic)
+    dataset = load_run_dataset(cfg)
+    if cfg.clients > len(dataset.train_y):
+        raise FedlibError(f"clients ({cfg.clients}) exceeds the training samples ({len(dataset.train_y)})")
+    partition = make_partition(cfg.partition, dataset.train_y.numpy(), cfg.clients, dataset.num_classes,
+                               cfg.seed, beta=cfg.beta, shards_per_client=cfg.shards_per_client,
+                               classes_per_client=cfg.classes_per_client, groups=dataset.train_groups,
+                               min_size=cfg.min_client_size, quantity_split=cfg.quantity_split,
+                               global_balance=cfg.global_balance)
+    aug_name = default_augmentation(cfg.dataset) if cfg.augmentation == "auto" else cfg.augmentation
+    layout = torch.channels_last if cfg.channels_last else torch.contiguous_format
+    data = FederatedData(dataset, partition, augment_spec(aug_name), device, layout, drop_last=cfg.drop_last)
+    torch.manual_seed(cfg.seed)
+    model = build_run_model(cfg, dataset).to(device, memory_format=layout)
+    algorithm = build_algorithm(cfg.method, cfg.method_args, cfg.dataset)
+    server = ServerState(cfg=cfg, model=model, data=data, device=device, hparams=algorithm.hp)
+    algorithm.setup(server)
+    return server, algorithm
+
+
+def predictor(algorithm: Algorithm, server: ServerState) -> nn.Module:
+    """The network a run evaluates: the method's ``eval_model`` (the global model unless the method
+    says otherwise, e.g. FedEXP's averaged model, FedConcat's concatenated encoders)."""
+    return algorithm.eval_model(server)
+
+
+def _evaluate_round(server: ServerState, algorithm: Algorithm, metrics: dict) -> None:
+    model = predictor(algorithm, server)
+    metrics.update(evaluate(model, server.data))
+
+
+def _summary(cfg: RunConfig, rounds: list[dict], data: FederatedData, seconds: float) -> dict:
+    evaluated = [r for r in rounds if "accuracy" in r]
+    best = max(evaluated, key=lambda r: r["accuracy"])
+    last = evaluated[-1]
+    return {
+        "config_hash": cfg.hash(),
+        "final_accuracy": last["accuracy"],
+        "best_accuracy": best["accuracy"],
+        "best_round": best["round"],
+        "final_loss": last["loss"],
+        "class_accuracy": last["class_accuracy"],
+        "class_names": list(data.dataset.class_names),
+        "partition_counts": data.partition.counts.tolist(),
+        "rounds_run": len(rounds),
+        "train_seconds": seconds,
+    }
+
+
+def _meta(cfg: RunConfig, server: ServerState) -> dict:
+    """meta.json of a run as it starts (a resume keeps it and appends to ``resumes``)."""
+    return {"fedlib_version": __version__, "code_revision": store.code_revision(),
+            "environment": {**store.environment(), **precision_flags(server.device)}, "device": str(server.device),
+            "dataset_source": server.data.dataset.source, "seed": cfg.seed,
+            "method_hparams": server.hparams, "backend": cfg.backend,
+            "data_fingerprint": server.data.dataset.fingerprint, "trained_data": counts(server.data.dataset)}
+
+
+def _checkpoint(record: store.RunRecord, server: ServerState, rounds: list[dict], seconds: float) -> None:
+    record.write_rounds(rounds)
+    record.write_checkpoint(_state(server, seconds))
+
+
+def _state(server: ServerState, seconds: float) -> dict:
+    """What a checkpoint holds: rounds done, global model, the method's extras, training time."""
+    return {"round": server.round, "model": server.model.state_dict(), "extras": server.extras, "seconds": seconds}
+
+
+def _restore(record: store.RunRecord, server: ServerState) -> tuple[list[dict], float]:
+    """Load the resume checkpoint into ``server`` (else the final state of a run killed between
+    dropping its checkpoint and writing its summary); returns the rounds logged so far."""
+    checkpoint = record.read_checkpoint(server.device) or record.read_final(server.device)
+    if checkpoint is None:
+        return [], 0.0
+    server.model.load_state_dict(checkpoint["model"])
+    server.extras = _to_device(checkpoint["extras"], server.device)
+    server.round = checkpoint["round"]
+    rounds = [r for r in record.read_rounds() if r["round"] < server.round]
+    if [r["round"] for r in rounds] != list(range(server.round)):  # the metrics log lost rounds
+        import warnings
+
+        warnings.warn(f"run folder {record.folder}: the checkpoint is at round {server.round} but the metrics "
+                      f"log holds {len(rounds)} of its rounds; restarting the run from round 0", RuntimeWarning,
+                      stacklevel=3)
+        fresh, _ = prepare(server.cfg)
+        server.model.load_state_dict(fresh.model.state_dict())
+        server.extras, server.round = fresh.extras, 0
+        return [], 0.0
+    return rounds, float(checkpoint.get("seconds", 0.0))
+
+
+def _to_device(value: Any, device: torch.device) -> Any:
+    if isinstance(value, Tensor):
+        return value.to(device)
+    if isinstance(value, dict):
+        return {k: _to_device(v, device) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_to_device(v, device) for v in value]
+    return value
+
+
+def run(cfg: RunConfig, *, hooks: Sequence[Observer] = (), progress: bool = True, use_store: bool = True,
+        results_dir: str | os.PathLike | None = None, stop_after: int | None = None) -> RunResult:
+    """Run ``cfg`` (or return it from a store that holds it complete: the reference store when it
+    does, whatever the working store holds, else the working store; see ``store.served_record``).
+
+    ``stop_after`` ends the run after that many rounds without writing a summary, as a crash
+    would; calling ``run`` again resumes from the last checkpoint. With ``hooks``, a config already
+    in the store (complete or partial) is recomputed from round 0 without touching the store, so
+    the hooks see every round; a new config is computed once and stored. While it trains, the
+    run holds its store folder (a second process on the same config is refused with one line).
+    A run whose global model turns non-finite, or whose test loss does, stops there and is stored
+    with ``diverged=true``; a stored diverged run warns whenever it is served.
+    """
+    record = store.RunRecord(store.run_dir(cfg, results_dir)) if use_store else None
+    served = store.served_record(cfg, results_dir) if use_store and not hooks else None
+    if served is not None:  # the reference store's run when it holds one (read-only, metrics only)
+        return _served(cfg, served, progress)
+    if use_store and render_only():
+        why = "must be recomputed for a recording hook" if hooks else "is in no store"
+        raise NotRun(f"run {cfg.hash()} ({cfg.method} on {cfg.dataset}, seed {cfg.seed}) {why} "
+                     "and FEDLIB_RENDER_ONLY is set")
+    if record is not None and hooks and (record.folder / "config.json").exists():
+        record = None  # hooks must see every round: recompute beside the stored run, leaving it untouched
+    if record is None:
+        with determinism.explained():
+            return _train(cfg, None, None, hooks, progress, stop_after)
+    with record.claim() as claim:
+        if record.complete and not hooks:  # finished by the previous holder while we waited
+            return _served(cfg, store.served_record(cfg, results_dir) or record, progress)
+        _count_training()
+        with determinism.explained():
+            return _train(cfg, record, claim, hooks, progress, stop_after)
+
+
+_STORED_TRAININGS = 0  # runs this process trained (from round 0 or resumed) into a results store
+
+
+def stored_trainings() -> int:
+    """How many runs this process has trained into a results store, fresh or resumed (a run the
+    store served does not count): the executor tells a trained run from a served one by it."""
+    return _STORED_TRAININGS
+
+
+def _count_training() -> None:
+    global _STORED_TRAININGS
+    _STORED_TRAININGS += 1
+
+
+class NotRun(FedlibError):
+    """A config that neither store holds, asked for while rendering only (nothing trains)."""
+
+
+def render_only() -> bool:
+    """Whether runs come from the stores only ($FEDLIB_RENDER_ONLY=1, set by reproduce --render-only)."""
+    return os.environ.get("FEDLIB_RENDER_ONLY", "") not in ("", "0")
+
+
+def _train(cfg: RunConfig, record: store.RunRecord | None, claim, hooks: Sequence[Observer], progress: bool,
+           stop_after: int | None) -> RunResult:
+    """Train from round 0 or from the record's last checkpoint, and store the summary."""
+    server, algorithm = prepare(cfg)
+    rounds, seconds = ([], 0.0) if record is None else _restore(record, server)
+    if record is not None and server.round > 0:
+        _say(_resume_message(cfg, server.round, record.folder), progress)
+    if record is not None:
+        record.discard_partial_writes()
+        record.write_config(cfg)
+        _write_meta(record, cfg, server)
+    diverged = server.round > 0 and _diverged(server.model, rounds[-1] if rounds else {})
+    with _progress_bar(cfg, server.round, progress) as bar:  # closed (its line cleared) on Ctrl-C too
+        while server.round < cfg.rounds and not diverged:
+            if stop_after is not None and server.round >= stop_after:
+                return RunResult(cfg, rounds, {}, record.folder if record else None)
+            started = time.perf_counter()
+            metrics = run_round(server, algorithm, list(hooks))
+            finite = _all_finite(server.model)
+            if not finite or (server.round + 1) % cfg.eval_every == 0 or server.round + 1 == cfg.rounds:
+                _evaluate_round(server, algorithm, metrics)
+            diverged = _diverged(server.model, metrics, finite)
+            if diverged:
+                metrics["diverged"] = True
+            seconds += time.perf_counter() - started
+            metrics["seconds"] = seconds
+            rounds.append(metrics)
+            server.round += 1
+            if record is not None:
+                claim.heartbeat()
+                _checkpoint(record, server, rounds, seconds)
+            _advance(bar, metrics)
+            if diverged:
+                _warn_diverged(cfg, server.round - 1)
+    if not any("accuracy" in r for r in rounds):  # resumed after the last round, before its evaluation
+        _evaluate_round(server, algorithm, rounds[-1])
+    summary = _summary(cfg, rounds, server.data, seconds)
+    summary["method_hparams"] = algorithm.hp
+    summary["diverged"] = diverged
+    if record is not None:
+        _store_finished(record, claim, server, rounds, summary)
+    return RunResult(cfg, rounds, summary, record.folder if record else None)
+
+
+def _store_finished(record: store.RunRecord, claim, server: ServerState, rounds: list[dict], summary: dict) -> None:
+    """Keep the final state, drop the resume checkpoint, then write the summary (complete).
+
+    A kill before the summary leaves final.pt (and perhaps the checkpoint): the rerun restores
+    from it and only writes the summary."""
+    record.write_final(_state(server, summary["train_seconds"]))
+    _check_consistent(record, server, rounds, server.cfg)
+    claim.heartbeat()
+    record.remove_resume_checkpoint()
+    record.write_summary(summary)
+
+
+def _write_meta(record: store.RunRecord, cfg: RunConfig, server: ServerState) -> None:
+    """meta.json: written as the run starts; a resume keeps its fields (what the start used) and
+    appends one entry to its ``resumes`` list, warning when the arithmetic or the code changed.
+    A resumed run whose meta.json was lost gets the resume's fields at the top."""
+    if server.round == 0:
+        record.write_meta(_meta(cfg, server))
+        return
+    meta = record.read_meta() or _meta(cfg, server)
+    entry = {**store.resume_entry(server.round, cfg.backend, str(server.device)), **precision_flags(server.device)}
+    _warn_changed_arithmetic(cfg, meta, entry)
+    _warn_changed_code(cfg, meta, entry)
+    record.write_meta({**meta, "resumes": list(meta.get("resumes") or []) + [entry]})
+
+
+def _arithmetic(stretch: dict) -> tuple:
+    """What sets a stretch's float summation order: backend, torch threads, device, TF32 and
+    deterministic kernels (from meta.json's top level, or from one of its ``resumes`` entries)."""
+    env = stretch.get("environment") or stretch
+    return (stretch.get("backend"), env.get("cpu_threads"), stretch.get("device"), env.get("tf32"),
+            env.get("deterministic"))
+
+
+def _describe_arithmetic(arithmetic: tuple) -> str:
+    backend, threads, device, tf32, deterministic = arithmetic
+    return (f"backend {backend}, {threads} torch threads on {device}" + ("" if tf32 is None else f", tf32 {tf32}")
+            + ("" if deterministic is None else f", deterministic {deterministic}"))
+
+
+def _warn_changed_arithmetic(cfg: RunConfig, meta: dict, entry: dict) -> None:
+    """A resumed run whose backend, thread count, device or TF32 setting changed goes on with
+    another float summation order: its later rounds match an uninterrupted run only to rounding."""
+    import warnings
+
+    now = _arithmetic(entry)
+    before = [_arithmetic(s) for s in [meta] + list(meta.get("resumes") or [])]
+    changed = list(dict.fromkeys(b for b in before if b != now))
+    if changed:
+        warnings.warn(f"run {cfg.hash()} resumes after round {entry['rounds_done']} with {_describe_arithmetic(now)}; "
+                      f"rounds before were trained with {'; '.join(map(_describe_arithmetic, changed))}, so the rest "
+                      "agrees with an uninterrupted run only to float rounding", store.ProvenanceWarning, stacklevel=5)
+
+
+def _warn_changed_code(cfg: RunConfig, meta: dict, entry: dict) -> None:
+    """A resume whose code revision is not the clean one the run started with: its later rounds
+    may come from other code."""
+    import warnings
+
+    start, now = str(meta.get("code_revision", "unknown")), entry["code_revision"]
+    if start != now or not store.is_clean_revision(now):
+        warnings.warn(f"run {cfg.hash()} resumes after round {entry['rounds_done']} with code revision {now}; it "
+                      f"started with {start}: its rounds may come from different code (meta.json 'resumes' records "
+                      "each)", store.ProvenanceWarning, stacklevel=5)
+
+
+def _stored_result(cfg: RunConfig, record: store.RunRecord) -> RunResult:
+    """A complete run from the store, after checking that its files agree with each other and
+    with ``cfg``; one line refusing it otherwise. A diverged run is served with a warning."""
+    try:
+        summary, rounds = record.read_summary(), record.read_rounds()
+        stored = record.read_config()
+        record.read_meta()  # a damaged meta.json is a corrupt run too
+    except (ValueError, KeyError, TypeError, OSError, FedlibError) as exc:
+        raise FedlibError(f"stored run {record.folder} is corrupt ({type(exc).__name__}: "
+                          f"{str(exc).splitlines()[0][:120] if str(exc) else ''}); delete the folder to "
+                          "recompute it") from None
+    problem = store.inconsistency(cfg.hash(), stored, summary, rounds)
+    if problem:
+        raise FedlibError(f"stored run {record.folder} is inconsistent: {problem}; delete the folder to recompute it")
+    check_served_data(cfg, record)
+    if summary.get("diverged"):
+        _warn_diverged(cfg, len(rounds) - 1, stored=True)
+    return RunResult(cfg, rounds, summary, record.folder)
+
+
+def _check_consistent(record: store.RunRecord, server: ServerState, rounds: list[dict], cfg: RunConfig) -> None:
+    """Before the summary is written: the final state, the metrics log and the loop agree."""
+    final_round = (record.read_final() or {}).get("round")
+    logged = record.read_rounds()
+    if not (final_round == server.round == len(rounds) == len(logged)):
+        raise FedlibError(f"run {cfg.hash()} in {record.folder}: final state at round {final_round}, "
+                          f"{len(logged)} logged rounds and {len(rounds)} trained disagree; not writing a "
+                          "summary (delete the folder to recompute)")
+
+
+def _diverged(model: nn.Module, metrics: dict, finite: bool | None = None) -> bool:
+    """A non-finite global model, or a non-finite test loss in an evaluated round."""
+    if finite is None:
+        finite = _all_finite(model)
+    loss = metrics.get("loss")
+    return (not finite) or bool(metrics.get("diverged")) or (loss is not None and not math.isfinite(loss))
+
+
+def _all_finite(model: nn.Module) -> bool:
+    """True when every floating-point entry of the model's state is finite."""
+    return all(bool(torch.isfinite(v).all()) for v in model.state_dict().values() if v.is_floating_point())
+
+
+def _warn_diverged(cfg: RunConfig, round_index: int, stored: bool = False) -> None:
+    """A run whose global model (or test loss) turned non-finite stops there, is stored as
+    diverged, and says so, also every time the store serves it."""
+    import warnings
+
+    what = "is a stored run that diverged" if stored else "diverged"
+    warnings.warn(f"run {cfg.hash()} ({cfg.method} on {cfg.dataset}) {what} in round {round_index + 1}: "  # counted from 1
+                  "non-finite weights or test loss; its accuracies are not results (diverged=true)",
+                  RuntimeWarning, stacklevel=4)
+
+
+def _progress_bar(cfg: RunConfig, start: int, enabled: bool):
+    from tqdm.auto import tqdm
+
+    desc = f"{cfg.method} {cfg.dataset}/{cfg.partition} seed {cfg.seed}"
+    return tqdm(total=cfg.rounds, initial=start, desc=desc, unit="round", disable=not enabled, leave=False)
+
+
+def _advance(bar, metrics: dict) -> None:
+    if "accuracy" in metrics:
+        bar.set_postfix(acc=f"{100 * metrics['accuracy']:.2f}%")
+    bar.update(1)
+
+
+def _say(message: str, enabled: bool) -> None:
+    """One line on the progress bar's channel (stderr, above any open bar); nothing when quiet."""
+    if enabled:
+        from tqdm.auto import tqdm
+
+        tqdm.write(message, file=sys.stderr)
+
+
+def _served(cfg: RunConfig, record: store.RunRecord, progress: bool) -> RunResult:
+    """A complete run from ``record`` (see :func:`_stored_result`), announced when ``progress``."""
+    result = _stored_result(cfg, record)
+    if progress:
+        _say(_served_message(record, result.summary), True)
+    return result
+
+
+def _served_message(record: store.RunRecord, summary: dict) -> str:
+    """'served from the store: FOLDER (trained DATE, SECONDS s)'."""
+    finished = record.finished_at()
+    when = time.strftime("%Y-%m-%d %H:%M", time.localtime(finished)) if finished else "at an unknown time"
+    seconds = summary.get("train_seconds")
+    took = f", {seconds:.1f} s" if isinstance(seconds, (int, float)) else ""
+    return f"served from the store: {record.folder} (trained {when}{took})"
+
+
+def _resume_message(cfg: RunConfig, rounds_done: int, folder) -> str:
+    """Where a resumed run continues, in 1-based rounds."""
+    if rounds_done >= cfg.rounds:
+        return f"all {cfg.rounds} rounds were trained before; finishing the run ({folder})"
+    return f"resuming from round {rounds_done + 1} of {cfg.rounds} ({folder})"

@@ -1,0 +1,325 @@
+"""Batch augmentation on the run's device: uint8 images in, normalised float32 out.
+
+There is no DataLoader and no PIL in the training loop: the engine indexes a uint8 batch that
+already lives on the device and calls :func:`prepare_batch`. Every random choice is drawn per
+sample from the given ``torch.Generator``, so one seed always yields the same batch.
+
+Order, as in the papers' transform pipelines: random crop with zero (or reflect) padding ->
+horizontal flip -> AutoAugment (uint8) -> scale to [0, 1] and normalise -> Cutout. Cutout comes
+after normalisation as in the FedNTD/FedLMD code, so the cut square is 0 in normalised units (the
+dataset's mean colour), not black. Evaluation batches use normalisation only (``spec=None``).
+
+Presets and where the papers' code uses them: ``crop_flip_autoaugment`` is FedVLS on CIFAR-10/100
+(its ``--auto_aug`` defaults to True), ``autoaugment`` alone FedVLS on TinyImageNet (64x64, no
+crop or flip); ``crop_flip_cutout`` is FedNTD/FedLMD on MNIST, CIFAR-10/100, and
+``reflect_crop_flip`` their CINIC-10 pipeline (reflect-pad 4, random 32x32 crop, flip, no Cutout).
+
+AutoAugment follows torchvision's CIFAR-10 policy (25 sub-policies, 10 magnitude bins, nearest
+interpolation, black fill). Simplification: instead of one image at a time, the batch is grouped
+by the (operation, magnitude, sign) each sample drew and every group is transformed with one
+``torchvision.transforms.v2.functional`` call; the distribution per sample is the same.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import lru_cache
+
+import torch
+import torchvision.transforms.v2.functional as TF
+
+from fedlib.datasets.data import DATASETS
+from fedlib.errors import FedlibError, one_of
+
+
+@dataclass(frozen=True)
+class AugmentSpec:
+    """Which training-time augmentations to apply."""
+
+    crop_padding: int = 0  # RandomCrop(size, padding) when > 0
+    hflip: bool = False
+    cutout: int = 0  # side of the Cutout square (16 for FedNTD/FedLMD CIFAR); 0 = off
+    autoaugment: bool = False  # AutoAugment, CIFAR-10 policy
+    padding_mode: str = "constant"  # how the crop pads: "constant" (zeros) or "reflect" (mirror, edge excluded)
+
+    def __post_init__(self):
+        if self.crop_padding < 0 or self.cutout < 0:
+            raise FedlibError(
+                f"crop_padding and cutout must be >= 0, got {self.crop_padding} and {self.cutout}")
+        if self.padding_mode not in PADDING_MODES:
+            raise one_of("padding_mode", self.padding_mode, PADDING_MODES)
+
+
+PADDING_MODES = ("constant", "reflect")
+
+
+AUGMENTATIONS: dict[str, AugmentSpec] = {
+    "none": AugmentSpec(),
+    "crop_flip": AugmentSpec(crop_padding=4, hflip=True),
+    "crop_flip_cutout": AugmentSpec(crop_padding=4, hflip=True, cutout=16),
+    "crop_flip_autoaugment": AugmentSpec(crop_padding=4, hflip=True, autoaugment=True),
+    "autoaugment": AugmentSpec(autoaugment=True),
+    "reflect_crop_flip": AugmentSpec(crop_padding=4, hflip=True, padding_mode="reflect"),
+}
+
+_GREY_OR_TOY = {"mnist", "fashion_mnist", "femnist", "digits", "synthetic"}
+# The augmentation each paper's own code uses on colour images.
+_PAPER_AUGMENTATION = {
+    "fedvls": "crop_flip_autoaugment", "feded": "crop_flip_autoaugment",
+    "fedntd": "crop_flip_cutout", "fedlmd": "crop_flip_cutout",
+    "pkd": "crop_flip", "fedcsd": "crop_flip",
+}
+# Datasets on which a paper's code departs from its usual colour pipeline.
+_PAPER_DATASET_AUGMENTATION = {
+    ("fedvls", "tinyimagenet"): "autoaugment", ("feded", "tinyimagenet"): "autoaugment",
+    ("fedntd", "cinic10"): "reflect_crop_flip", ("fedlmd", "cinic10"): "reflect_crop_flip",
+}
+
+
+def augment_spec(name: str) -> AugmentSpec:
+    """The named preset from :data:`AUGMENTATIONS`."""
+    if name not in AUGMENTATIONS:
+        raise one_of("augmentation", name, AUGMENTATIONS)
+    return AUGMENTATIONS[name]
+
+
+def default_augmentation(dataset: str, method_paper: str | None = None) -> str:
+    """Preset name for a dataset: "none" for grey/toy data, "crop_flip" for colour images.
+
+    ``method_paper`` (fedvls, feded, fedntd, fedlmd, pkd, fedcsd) picks that paper's own
+    colour-image pipeline, e.g. AutoAugment for FedVLS (alone on TinyImageNet) and Cutout for
+    FedNTD/FedLMD (none on CINIC-10).
+    """
+    if dataset not in DATASETS:
+        raise one_of("dataset", dataset, DATASETS)
+    paper = None if method_paper is None else method_paper.lower()
+    if paper is not None and paper not in _PAPER_AUGMENTATION:
+        raise one_of("method paper", method_paper, _PAPER_AUGMENTATION)
+    if dataset in _GREY_OR_TOY:
+        return "none"
+    if paper is None:
+        return "crop_flip"
+    return _PAPER_DATASET_AUGMENTATION.get((paper, dataset), _PAPER_AUGMENTATION[paper])
+
+
+def prepare_batch(
+    x_uint8: torch.Tensor,
+    mean: tuple[float, ...],
+    std: tuple[float, ...],
+    spec: AugmentSpec | None = None,
+    generator: torch.Generator | None = None,
+) -> torch.Tensor:
+    """Augment (when ``spec`` is given) and normalise a uint8 ``(B, C, H, W)`` batch.
+
+    Runs on the batch's device; randomness comes from ``generator`` (any device).
+    """
+    if x_uint8.dtype != torch.uint8 or x_uint8.ndim != 4:
+        raise FedlibError(
+            f"prepare_batch expects a uint8 (B, C, H, W) batch, "
+            f"got {x_uint8.dtype} {tuple(x_uint8.shape)}")
+    images = x_uint8
+    if spec is not None and spec.crop_padding > 0:
+        images = random_crop(images, spec.crop_padding, generator, spec.padding_mode)
+    if spec is not None and spec.hflip:
+        images = random_hflip(images, generator)
+    if spec is not None and spec.autoaugment:
+        images = autoaugment_cifar10(images, generator)
+    batch = normalize(images, mean, std)
+    if spec is not None and spec.cutout > 0:
+        batch = cutout(batch, spec.cutout, generator)
+    return batch
+
+
+# ----------------------------------------------------------------------------- randomness
+
+
+def _uniform(shape: tuple[int, ...], generator: torch.Generator | None, device) -> torch.Tensor:
+    """Uniform [0, 1) numbers drawn on the generator's own device, then moved to ``device``."""
+    source_device = generator.device if generator is not None else device
+    return torch.rand(shape, generator=generator, device=source_device).to(device)
+
+
+def _randint(
+    high: int, shape: tuple[int, ...], generator: torch.Generator | None, device
+) -> torch.Tensor:
+    source_device = generator.device if generator is not None else device
+    return torch.randint(0, high, shape, generator=generator, device=source_device).to(device)
+
+
+# ----------------------------------------------------------------------------- simple transforms
+
+
+@lru_cache(maxsize=64)
+def _channel_tensor(values: tuple[float, ...], device: torch.device) -> torch.Tensor:
+    return torch.tensor(values, dtype=torch.float32, device=device).view(1, -1, 1, 1)
+
+
+def normalize(x_uint8: torch.Tensor, mean: tuple[float, ...], std: tuple[float, ...]) -> torch.Tensor:
+    """``(x / 255 - mean) / std`` per channel, as float32."""
+    if len(mean) != x_uint8.shape[1] or len(std) != x_uint8.shape[1]:
+        raise FedlibError(
+            f"mean/std have {len(mean)}/{len(std)} values but the batch has {x_uint8.shape[1]} channels")
+    mean_t = _channel_tensor(tuple(float(v) for v in mean), x_uint8.device)
+    std_t = _channel_tensor(tuple(float(v) for v in std), x_uint8.device)
+    return (x_uint8.float() / 255.0 - mean_t) / std_t
+
+
+def random_crop(
+    images: torch.Tensor, padding: int, generator: torch.Generator | None = None,
+    padding_mode: str = "constant",
+) -> torch.Tensor:
+    """RandomCrop(size, padding): pad once (zeros, or a mirror image for ``padding_mode="reflect"``),
+    then cut each sample at its own offset."""
+    n, _, height, width = images.shape
+    padded = pad_images(images, padding, padding_mode)
+    offsets = _randint(2 * padding + 1, (n, 2), generator, images.device)
+    rows = offsets[:, :1] + torch.arange(height, device=images.device)  # (n, H)
+    cols = offsets[:, 1:] + torch.arange(width, device=images.device)  # (n, W)
+    batch = torch.arange(n, device=images.device)[:, None, None]
+    # Advanced indices around the channel slice put their dims first: (n, H, W, C).
+    crops = padded[batch, :, rows[:, :, None], cols[:, None, :]]
+    return crops.permute(0, 3, 1, 2).contiguous()
+
+
+def pad_images(images: torch.Tensor, padding: int, mode: str = "constant") -> torch.Tensor:
+    """Pad H and W by ``padding`` on each side: zeros, or ``torch.nn.functional.pad``'s reflect
+    (mirror without repeating the edge pixel), done by indexing so any dtype and device works."""
+    if mode == "constant":
+        return torch.nn.functional.pad(images, (padding, padding, padding, padding))
+    if mode != "reflect":
+        raise one_of("padding_mode", mode, PADDING_MODES)
+    height, width = images.shape[-2:]
+    if padding >= min(height, width):
+        raise FedlibError(f"reflect padding {padding} needs images larger than {padding} pixels, "
+                          f"got {height}x{width}")
+    rows = _reflected_indices(height, padding, images.device)
+    cols = _reflected_indices(width, padding, images.device)
+    return images[:, :, rows[:, None], cols[None, :]]
+
+
+def _reflected_indices(size: int, padding: int, device) -> torch.Tensor:
+    """Source index of each padded position: -1 -> 1, size -> size - 2 (the edge is the mirror)."""
+    positions = torch.arange(-padding, size + padding, device=device).abs()
+    return torch.where(positions > size - 1, 2 * (size - 1) - positions, positions)
+
+
+def random_hflip(images: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:
+    """Mirror each sample left-right with probability 1/2."""
+    flip = _uniform((images.shape[0],), generator, images.device) < 0.5
+    return torch.where(flip[:, None, None, None], images.flip(-1), images)
+
+
+def cutout(batch: torch.Tensor, size: int, generator: torch.Generator | None = None) -> torch.Tensor:
+    """Cutout (DeVries & Taylor): zero a ``size`` square around a uniform centre, clipped at edges."""
+    n, _, height, width = batch.shape
+    centre_y = _randint(height, (n, 1), generator, batch.device)
+    centre_x = _randint(width, (n, 1), generator, batch.device)
+    rows = torch.arange(height, device=batch.device)
+    cols = torch.arange(width, device=batch.device)
+    in_rows = (rows >= centre_y - size // 2) & (rows < centre_y + size // 2)  # (n, H)
+    in_cols = (cols >= centre_x - size // 2) & (cols < centre_x + size // 2)  # (n, W)
+    square = in_rows[:, :, None] & in_cols[:, None, :]
+    return batch.masked_fill(square[:, None], 0.0)
+
+
+# ----------------------------------------------------------------------------- AutoAugment
+
+# AutoAugment's CIFAR-10 policy (Cubuk et al. 2019, as in torchvision): pairs of
+# (operation, probability, magnitude bin of 0..9 or None).
+CIFAR10_POLICY = (
+    (("Invert", 0.1, None), ("Contrast", 0.2, 6)),
+    (("Rotate", 0.7, 2), ("TranslateX", 0.3, 9)),
+    (("Sharpness", 0.8, 1), ("Sharpness", 0.9, 3)),
+    (("ShearY", 0.5, 8), ("TranslateY", 0.7, 9)),
+    (("AutoContrast", 0.5, None), ("Equalize", 0.9, None)),
+    (("ShearY", 0.2, 7), ("Posterize", 0.3, 7)),
+    (("Color", 0.4, 3), ("Brightness", 0.6, 7)),
+    (("Sharpness", 0.3, 9), ("Brightness", 0.7, 9)),
+    (("Equalize", 0.6, None), ("Equalize", 0.5, None)),
+    (("Contrast", 0.6, 7), ("Sharpness", 0.6, 5)),
+    (("Color", 0.7, 7), ("TranslateX", 0.5, 8)),
+    (("Equalize", 0.3, None), ("AutoContrast", 0.4, None)),
+    (("TranslateY", 0.4, 3), ("Sharpness", 0.2, 6)),
+    (("Brightness", 0.9, 6), ("Color", 0.2, 8)),
+    (("Solarize", 0.5, 2), ("Invert", 0.0, None)),
+    (("Equalize", 0.2, None), ("AutoContrast", 0.6, None)),
+    (("Equalize", 0.2, None), ("Equalize", 0.6, None)),
+    (("Color", 0.9, 9), ("Equalize", 0.6, None)),
+    (("AutoContrast", 0.8, None), ("Solarize", 0.2, 8)),
+    (("Brightness", 0.1, 3), ("Color", 0.7, 0)),
+    (("Solarize", 0.4, 5), ("AutoContrast", 0.9, None)),
+    (("TranslateY", 0.9, 9), ("TranslateY", 0.7, 9)),
+    (("AutoContrast", 0.9, None), ("Solarize", 0.8, 3)),
+    (("Equalize", 0.8, None), ("Invert", 0.1, None)),
+    (("TranslateY", 0.7, 9), ("AutoContrast", 0.9, None)),
+)
+_SIGNED_OPS = {"ShearX", "ShearY", "TranslateX", "TranslateY", "Rotate",
+               "Brightness", "Color", "Contrast", "Sharpness"}
+
+
+def op_magnitude(op: str, magnitude_bin: int | None, height: int, width: int) -> float:
+    """The unsigned magnitude of bin 0..9 on AutoAugment's scale for ``op``."""
+    if magnitude_bin is None:
+        return 0.0
+    level = magnitude_bin / 9
+    if op in ("ShearX", "ShearY"):
+        return 0.3 * level
+    if op in ("TranslateX", "TranslateY"):  # 150 px of a 331 px image, scaled to this size
+        return 150.0 / 331.0 * (width if op == "TranslateX" else height) * level
+    if op == "Rotate":
+        return 30.0 * level
+    if op == "Posterize":  # bits kept: 8 down to 4
+        return float(8 - round(magnitude_bin * 4 / 9))
+    if op == "Solarize":  # threshold: 255 down to 0
+        return 255.0 * (1 - level)
+    return 0.9 * level  # Brightness, Color, Contrast, Sharpness: factor 1 +- this
+
+
+def _shear(images: torch.Tensor, degrees_x: float, degrees_y: float) -> torch.Tensor:
+    return TF.affine(images, angle=0.0, translate=[0, 0], scale=1.0,
+                     shear=[degrees_x, degrees_y], center=[0, 0])
+
+
+def _translate(images: torch.Tensor, dx: int, dy: int) -> torch.Tensor:
+    return TF.affine(images, angle=0.0, translate=[dx, dy], scale=1.0, shear=[0.0, 0.0])
+
+
+_OPS = {
+    "ShearX": lambda x, m: _shear(x, math.degrees(math.atan(m)), 0.0),
+    "ShearY": lambda x, m: _shear(x, 0.0, math.degrees(math.atan(m))),
+    "TranslateX": lambda x, m: _translate(x, int(m), 0),
+    "TranslateY": lambda x, m: _translate(x, 0, int(m)),
+    "Rotate": lambda x, m: TF.rotate(x, m),
+    "Brightness": lambda x, m: TF.adjust_brightness(x, 1.0 + m),
+    "Color": lambda x, m: TF.adjust_saturation(x, 1.0 + m),
+    "Contrast": lambda x, m: TF.adjust_contrast(x, 1.0 + m),
+    "Sharpness": lambda x, m: TF.adjust_sharpness(x, 1.0 + m),
+    "Posterize": lambda x, m: TF.posterize(x, int(m)),
+    "Solarize": lambda x, m: TF.solarize(x, m),
+    "AutoContrast": lambda x, m: TF.autocontrast(x),
+    "Equalize": lambda x, m: TF.equalize(x),
+    "Invert": lambda x, m: TF.invert(x),
+}
+
+
+def autoaugment_cifar10(images: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:
+    """AutoAugment (CIFAR-10 policy) on a uint8 batch, each sample its own sub-policy."""
+    n, _, height, width = images.shape
+    draws = _uniform((n, 5), generator, torch.device("cpu"))  # grouping needs host values
+    out = images.clone()
+    for slot in (0, 1):  # the second operation sees the first one's result, per sample
+        groups: dict[tuple[str, float], list[int]] = {}
+        for i, (pick, *chances) in enumerate(draws.tolist()):
+            policy_id = min(int(pick * len(CIFAR10_POLICY)), len(CIFAR10_POLICY) - 1)
+            op, probability, magnitude_bin = CIFAR10_POLICY[policy_id][slot]
+            if chances[slot] > probability:
+                continue
+            magnitude = op_magnitude(op, magnitude_bin, height, width)
+            if op in _SIGNED_OPS and chances[2 + slot] < 0.5:
+                magnitude = -magnitude
+            groups.setdefault((op, magnitude), []).append(i)
+        for (op, magnitude), members in groups.items():
+            index = torch.tensor(members, device=images.device)
+            out[index] = _OPS[op](out[index], magnitude)
+    return out

@@ -1,0 +1,108 @@
+"""What the data a run reads must be: the full dataset (or a subset its config names), and the
+same data a stored run was trained on.
+
+A partial copy of a dataset (400 of CIFAR-10's 50,000 training images) loads and trains without
+error, and its numbers would be stored under the config's hash as if they were the full data's.
+:func:`check_full_size` refuses it with one line unless the config names a subset
+(``max_train_samples`` / ``max_test_samples``), which hashes apart. :func:`fingerprint` records
+in a run's meta.json what it trained on (sizes and samples per class of both splits, and a
+digest of labels and a spread of images); the engine serves a stored run only for data whose
+fingerprint agrees (see ``engine.check_served_data``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+import numpy as np
+import torch
+
+from fedlib.datasets.data import (DATASET_SHAPES, HOLDOUT_FRACTION, POOLED_TRAIN_FRACTION, Dataset, dataset_shape,
+                                  split_option)
+from fedlib.errors import FedlibError
+
+# datasets whose published split sizes are exact (the others vary with the build: LEAF's FEMNIST,
+# Office-Caltech-10's domains; digits changes with its test_size option)
+EXACT_SIZES = ("mnist", "fashion_mnist", "cifar10", "cifar100", "cinic10", "tinyimagenet", "synthetic")
+DIGEST_IMAGES = 1024  # images per split the digest reads, evenly spread over the split
+COUNT_KEYS = ("train", "test", "train_per_class", "test_per_class")  # a fingerprint's counts (its digest aside)
+
+
+def full_sizes(name: str, options: dict) -> tuple[int, int] | None:
+    """(train, test) sizes of dataset ``name`` loaded in full with loader ``options``; None for a
+    dataset whose size is not fixed."""
+    if name not in EXACT_SIZES or name not in DATASET_SHAPES:
+        return None
+    shape = dataset_shape(name, **options)
+    return shape.train_size, shape.test_size
+
+
+def split_sizes(name: str, dataset_options: dict) -> tuple[int, int] | None:
+    """(train, test) sizes a run trains and tests on before any cap: the full sizes re-split as
+    ``dataset_options["split"]`` says (fedlib.datasets.data.apply_split); None when not fixed."""
+    split, options = split_option(dataset_options)
+    sizes = full_sizes(name, options)
+    if sizes is None:
+        return None
+    train, test = sizes
+    if split == "holdout_10":
+        held = max(1, int(round(HOLDOUT_FRACTION * train)))
+        return train - held, held
+    if split.startswith("pooled_75_25"):
+        cut = int(np.floor(POOLED_TRAIN_FRACTION * (train + test)))
+        return (cut, cut) if split == "pooled_75_25_train_eval" else (cut, train + test - cut)
+    return train, test
+
+
+def check_full_size(dataset: Dataset, options: dict, split: str, max_train: int | None,
+                    max_test: int | None) -> None:
+    """Refuse (one line) a loaded dataset whose train or test split is not the known full size,
+    unless the config caps that split (``max_train``/``max_test``) at no more than the samples
+    there; a re-split (``split`` other than "standard") mixes both, so it needs both capped."""
+    sizes = full_sizes(dataset.name, options)
+    loaded = (len(dataset.train_y), len(dataset.test_y))
+    if sizes is None or loaded == sizes:
+        return
+    caps = (max_train, max_test)
+    if split != "standard" and None not in caps and sum(loaded) >= sum(caps):
+        return
+    for part, have, full, cap, option in zip(("training", "test"), loaded, sizes, caps,
+                                             ("max_train_samples", "max_test_samples")):
+        if have == full or (split == "standard" and cap is not None and have >= cap):
+            continue
+        raise FedlibError(
+            f"{dataset.name} at {dataset.source or 'its source'} holds {have:,} {part} images, not the full "
+            f"{full:,}: an incomplete copy would store wrong numbers under the full data's config; complete it "
+            f"(or point FEDLIB_DATA at a full copy), or ask for a subset with {option} <= {have}")
+
+
+def fingerprint(dataset: Dataset) -> dict:
+    """What identifies the data a run read: both splits' sizes and samples per class, and a
+    digest of every label and of up to DIGEST_IMAGES images per split (evenly spread)."""
+    digest = hashlib.blake2b(digest_size=8)
+    for images, labels in ((dataset.train_x, dataset.train_y), (dataset.test_x, dataset.test_y)):
+        digest.update(str(tuple(images.shape)).encode())
+        digest.update(labels.to(torch.int64).numpy().tobytes())
+        picked = torch.linspace(0, max(0, len(images) - 1), min(DIGEST_IMAGES, len(images))).long()
+        digest.update(images[picked].contiguous().numpy().tobytes())
+    return {**counts(dataset), "digest": digest.hexdigest()}
+
+
+def counts(dataset: Dataset) -> dict:
+    """Sizes and samples per class of both splits."""
+    classes = dataset.num_classes
+    return {"train": len(dataset.train_y), "test": len(dataset.test_y),
+            "train_per_class": torch.bincount(dataset.train_y, minlength=classes).tolist(),
+            "test_per_class": torch.bincount(dataset.test_y, minlength=classes).tolist()}
+
+
+def fingerprint_difference(stored: dict, here: dict) -> str | None:
+    """How two fingerprints differ ('train 400 vs 50000', 'content digest'), or None when they agree."""
+    for key in COUNT_KEYS:
+        if stored.get(key) != here.get(key):
+            if key.endswith("per_class"):
+                return f"samples per class of the {key.split('_')[0]} split differ"
+            return f"{stored.get(key)} {key} images stored vs {here.get(key)} here"
+    if stored.get("digest") != here.get("digest"):
+        return f"the same counts but other images (content digest {stored.get('digest')} vs {here.get('digest')})"
+    return None

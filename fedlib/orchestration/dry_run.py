@@ -1,0 +1,718 @@
+"""Prove that every declared run runs: one round of each config on a small slice of its data, on
+the CPU (``./reproduce.sh --profile paper --dry-run``, or :func:`dry_run`).
+
+The dry-run copy of a config (:func:`dry_run_config`) keeps the model, the method and its
+arguments, the partition scheme, the client count, the augmentation and the batch size; it
+changes only what makes the run small: one round of one local epoch (two rounds, or shorter
+warm-ups, for methods whose first round skips the path later rounds take: see
+:data:`FIRST_ROUND_CHANGES`), a training slice of :data:`IMAGES_PER_CLIENT` images per client
+(doubled until the partition can be drawn over its clients), a few test images per class, the
+sequential path on the CPU, and a temporary results folder (nothing is stored). Where the
+dataset's files are missing it trains on a stand-in of the same shape
+(:func:`fedlib.datasets.data.stand_in_dataset`: image size, channels, classes; one natural group per
+client for natural partitions) and says so in the ``data`` column.
+
+Each config runs in a worker process that runs only configs of the same dataset and model, so a
+crash or a runaway config costs one row, not the whole run, and what another kind left in memory
+stays out of its peak: ``peak_rss_mb`` is the worker's resident-memory high-water mark during
+that config (the kernel's, reset before each config), which counts torch's CPU tensors that
+``tracemalloc`` does not see. Rows are appended to a CSV as they finish, so a killed dry run
+resumes where it stopped; configs already in the CSV are skipped.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import ctypes
+import gc
+import math
+import multiprocessing
+import os
+import re
+import tempfile
+import threading
+import time
+import warnings
+from multiprocessing.connection import wait
+from pathlib import Path
+from typing import Iterator, Sequence
+
+import pandas as pd
+
+from fedlib.core.config import RunConfig, hash_with_unread_settings
+from fedlib.errors import FedlibError, one_line
+
+CSV_COLUMNS = ("hash", "notebooks", "dataset", "model", "method", "partition", "clients", "seeds", "data", "status",
+               "error", "rounds", "train_slice", "images", "seconds", "seconds_per_image", "peak_rss_mb",
+               "parameters", "threads", "wall_seconds", "note")
+IMAGES_PER_CLIENT = 16  # the first slice tried: this many training images per client
+MAX_DOUBLINGS = 6  # the slice doubles at most this often (16 -> 1024 images per client) for the partition
+TEST_IMAGES_PER_CLASS = 2
+JOBS_PER_WORKER = 40  # a worker process is replaced after this many configs (memory stays its own)
+DEFAULT_TIMEOUT_S = 1800
+BUNDLED = ("digits", "synthetic")  # datasets fedlib makes itself: always real, never a stand-in
+
+
+# ---------------------------------------------------------------------- the dry-run copy
+# A method's dry-run changes: f(method_args, rounds asked for) -> (method_args changes, rounds, note).
+def _pkd(args: dict, rounds: int) -> tuple[dict, int, str]:
+    return ({"warmup_rounds": 0, "expert_rounds": 1}, rounds,
+            "pkd: no warm-up, 1 expert round: round 0 runs weak-class discovery, expert training and the KD loss")
+
+
+def _fedconcat(args: dict, rounds: int) -> tuple[dict, int, str]:
+    return ({"encoder_rounds": rounds}, rounds + 1,
+            f"fedconcat: {rounds} encoder round(s), then 1 classifier round")
+
+
+def _fedlmd_tf(args: dict, rounds: int) -> tuple[dict, int, str]:
+    if args.get("switch_round", -1) < 0:
+        return {}, rounds, ""
+    return {"switch_round": 0}, rounds, "fedlmd_tf: switch_round 0, so round 0 trains with the global teacher"
+
+
+def _second_round(reason: str):
+    return lambda args, rounds: ({}, max(2, rounds), reason)
+
+
+# Methods whose first round skips the path later rounds take, and how their dry-run copy reaches it.
+FIRST_ROUND_CHANGES = {
+    "pkd": _pkd,
+    "fedconcat": _fedconcat,
+    "fedlmd_tf": _fedlmd_tf,
+    "fedgf": _second_round("fedgf: 2 rounds, the global perturbed model exists from round 1"),
+    "fedcurv": _second_round("fedcurv: 2 rounds, the Fisher penalty needs round-0 uploads"),
+    "fedproto": _second_round("fedproto: 2 rounds, global prototypes exist from round 1"),
+    "moon": _second_round("moon: 2 rounds, previous local models exist from round 1"),
+}
+
+
+def dry_run_config(cfg: RunConfig, min_rounds: int = 1, device: str = "cpu") -> tuple[RunConfig, str]:
+    """The dry-run copy of ``cfg`` (before its slice is chosen) and a note on what its method
+    changes, if anything: ``min_rounds`` round(s) of one local epoch on ``device``, on the
+    sequential reference path (the one a clock hook can time client by client), evaluated after
+    the last round, a temporary results folder."""
+    changes, rounds, notes = {}, min_rounds, []
+    for part in cfg.method.split("+"):
+        if part in FIRST_ROUND_CHANGES:
+            part_changes, part_rounds, note = FIRST_ROUND_CHANGES[part](cfg.method_args, min_rounds)
+            changes.update(part_changes)
+            rounds = max(rounds, part_rounds)
+            notes += [note] if note else []
+    dry = cfg.replace(rounds=rounds, local_epochs=1, method_args={**cfg.method_args, **changes}, device=device,
+                      eval_every=rounds, backend="sequential", results_dir=None)
+    return dry, "; ".join(notes)
+
+
+# ---------------------------------------------------------------------- one config
+def run_one(cfg: RunConfig, stand_in: bool | None = None, results_dir: str | os.PathLike | None = None,
+            images_per_client: int = IMAGES_PER_CLIENT, min_rounds: int = 1, device: str = "cpu",
+            test_images: int | None = None, tidy: bool = True) -> dict:
+    """Dry-run one config in this process: the row of the CSV, less what the caller knows, plus
+    ``round_seconds``, ``round_images`` (one entry per round), ``client_seconds`` and
+    ``client_images`` (one per client trained). ``test_images`` overrides the test slice;
+    ``tidy`` hands the memory back afterwards (what the next config's peak needs; probes skip it).
+
+    ``stand_in`` None uses the real data where they are found, else a stand-in; True uses a
+    stand-in for every dataset but the bundled ones (the plan's probes: speed depends on the
+    shape, not the pixels).
+    """
+    from fedlib.datasets import data
+
+    started = time.perf_counter()
+    dry, note = dry_run_config(cfg, min_rounds, device)
+    real = cfg.dataset in BUNDLED or (not stand_in and data.missing_dataset_message(cfg.dataset, cfg.data_dir) is None)
+    row = {"data": "real" if real else "stand-in", "status": "ok", "error": "", "threads": _torch_threads()}
+    notes = [note, "" if real else _real_size(cfg)]
+    with tempfile.TemporaryDirectory(prefix="fedlib-dry-run-") as scratch:
+        try:
+            with PeakMemory() as peak:
+                sliced = choose_slice(dry, real, images_per_client, test_images)
+                row.update(_timed_run(sliced, real, results_dir or scratch))
+            row["peak_rss_mb"] = peak.megabytes
+            if sliced.min_client_size != dry.min_client_size:
+                notes.append(f"min_client_size {dry.min_client_size} -> 1 on the slice")
+            notes.append(row.pop("extra_note"))
+        except Exception as error:  # noqa: BLE001 -- one line per config; the dry run goes on
+            row.update(status="error", error=one_line(error))
+        finally:
+            _forget_datasets(tidy)
+    row["note"] = "; ".join(n for n in notes if n)
+    row["wall_seconds"] = round(time.perf_counter() - started, 2)
+    return row
+
+
+def _real_size(cfg: RunConfig) -> str:
+    """What a stand-in row's peak memory lacks: the real dataset, which a run loads whole."""
+    from fedlib.datasets import data
+
+    shape = data.dataset_shape(cfg.dataset, **data.split_option(cfg.dataset_options)[1])
+    megabytes = (shape.train_size + shape.test_size) * shape.channels * shape.image_size ** 2 / 2 ** 20
+    return f"the real data would add ~{megabytes:,.0f} MB to the peak"
+
+
+def _timed_run(dry: RunConfig, real: bool, results_dir: str) -> dict:
+    """Run ``dry`` with a clock on every round; the measured columns of its row."""
+    from fedlib.core import engine
+
+    clock = RoundClock()
+    with _data_for(dry, real), warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = engine.run(dry.replace(results_dir=results_dir), hooks=[clock], use_store=False,
+                            progress=False, results_dir=results_dir)
+    seconds, images = sum(clock.seconds), sum(clock.images)
+    notes = [one_line(w.message) for w in caught if issubclass(w.category, RuntimeWarning)][:1]
+    notes += _method_notes(dry, result)
+    return {"rounds": len(clock.seconds), "train_slice": dry.max_train_samples, "images": images,
+            "seconds": round(seconds, 3), "seconds_per_image": seconds / images if images else float("nan"),
+            "round_seconds": clock.seconds, "round_images": clock.images, "client_seconds": clock.client_seconds,
+            "client_images": clock.client_images, "parameters": clock.parameters,
+            "extra_note": "; ".join(notes)}
+
+
+def _method_notes(dry: RunConfig, result) -> list[str]:
+    """What a reader of the row must know: a method path the slice did not reach."""
+    notes = []
+    if "pkd" in dry.method.split("+") and not any(r.get("pkd_groups") for r in result.rounds):
+        notes.append("pkd found no weak-class group on the slice: the KD loss did not fire")
+    if result.summary.get("diverged"):
+        notes.append("diverged on the slice")
+    return notes
+
+
+class RoundClock:
+    """Engine hook: wall seconds and images trained of every round and of every client (the
+    evaluation after a round excluded), and the global model's parameter count."""
+
+    def __init__(self) -> None:
+        self.seconds: list[float] = []
+        self.images: list[int] = []
+        self.client_seconds: list[float] = []
+        self.client_images: list[int] = []
+        self.parameters = 0
+        self._started = self._last = 0.0
+
+    def on_round_start(self, server, clients) -> None:
+        self.parameters = sum(p.numel() for p in server.model.parameters())
+        self._started = self._last = time.perf_counter()
+
+    def on_client_end(self, server, ctx, model, update) -> None:
+        now = time.perf_counter()
+        self.client_seconds.append(now - self._last)
+        self.client_images.append(update.num_samples * server.cfg.local_epochs)
+        self._last = now
+
+    def on_round_end(self, server, updates, metrics) -> None:
+        self.seconds.append(time.perf_counter() - self._started)
+        self.images.append(int(metrics.get("local_samples", 0)))
+
+
+# ---------------------------------------------------------------------- the slice
+def choose_slice(dry: RunConfig, real: bool, images_per_client: int = IMAGES_PER_CLIENT,
+                 test_images: int | None = None) -> RunConfig:
+    """``dry`` with the smallest slice (``images_per_client`` per client, doubled) over which its
+    partition can be drawn. Where the config's ``min_client_size`` needs most of the data (a
+    Dirichlet split with a small beta over many clients), it is lowered to 1 for the slice and
+    the note says so. The last candidate if none can (the run then fails with the partitioner's
+    message)."""
+    for candidate in _slice_candidates(dry, images_per_client, test_images):
+        if _drawable(candidate, real):
+            return candidate
+    return candidate
+
+
+def _slice_candidates(dry: RunConfig, images_per_client: int, test_images: int | None) -> Iterator[RunConfig]:
+    """Slices to try, smallest first: the config's own min_client_size on a few sizes, then 1."""
+    from fedlib.datasets import data
+
+    shape = data.dataset_shape(dry.dataset, **data.split_option(dry.dataset_options)[1])
+    test = test_images or max(TEST_IMAGES_PER_CLASS * shape.num_classes, 20)
+    test = min(dry.max_test_samples or shape.test_size, test)
+    full = dry.max_train_samples or shape.train_size
+    ladder = (images_per_client * dry.clients * 2 ** d for d in range(MAX_DOUBLINGS + 1))
+    sizes = sorted({min(full, max(dry.clients, size)) for size in ladder})
+    own = [dry.replace(max_train_samples=n, max_test_samples=test) for n in sizes[:3]]
+    lowered = [dry.replace(max_train_samples=n, max_test_samples=test, min_client_size=1) for n in sizes]
+    yield from own + (lowered if dry.min_client_size > 1 else [])
+
+
+def _drawable(cfg: RunConfig, real: bool) -> bool:
+    """Whether the engine can draw ``cfg``'s partition from its slice (the call engine.prepare makes)."""
+    from fedlib.core import engine
+
+    with _data_for(cfg, real, image_size=1):  # a stand-in's labels and groups do not depend on its pixels
+        dataset = engine.load_run_dataset(cfg)
+    try:
+        draw_partition(cfg, dataset)
+    except FedlibError:
+        return False
+    return True
+
+
+def draw_partition(cfg: RunConfig, dataset):
+    """``cfg``'s partition of ``dataset``'s training labels: the call engine.prepare makes."""
+    from fedlib.datasets.partition import make_partition
+
+    return make_partition(cfg.partition, dataset.train_y.numpy(), cfg.clients, dataset.num_classes, cfg.seed,
+                          beta=cfg.beta, shards_per_client=cfg.shards_per_client,
+                          classes_per_client=cfg.classes_per_client, groups=dataset.train_groups,
+                          min_size=cfg.min_client_size, quantity_split=cfg.quantity_split,
+                          global_balance=cfg.global_balance)
+
+
+@contextlib.contextmanager
+def _data_for(cfg: RunConfig, real: bool, image_size: int | None = None) -> Iterator[None]:
+    """Inside, the engine loads ``cfg``'s slice: the real files, or a stand-in of that size
+    (``image_size`` overrides its pixels' size)."""
+    from fedlib.core import engine
+    from fedlib.datasets import data
+
+    if real:
+        yield
+        return
+
+    def stand_in(name, data_dir=None, download=False, **options):
+        groups = cfg.clients if cfg.partition == "natural" else None  # one writer / domain per client
+        options = {**options, "image_size": image_size} if image_size else options
+        return data.stand_in_dataset(name, cfg.max_train_samples, cfg.max_test_samples, seed=cfg.seed,
+                                     groups=groups, **options)
+
+    original = engine.load_dataset
+    engine.load_dataset = stand_in
+    try:
+        yield
+    finally:
+        engine.load_dataset = original
+        _forget_datasets(tidy=False)  # a stand-in must never be served to a later run as the real data
+
+
+def _forget_datasets(tidy: bool) -> None:
+    """Drop the engine's datasets; ``tidy`` also collects garbage and hands freed memory back to
+    the system (glibc's malloc_trim), so that the next config's peak starts from what this
+    process really holds."""
+    from fedlib.core import engine
+
+    engine._DATASET_CACHE.clear()
+    if tidy:
+        gc.collect()
+        with contextlib.suppress(OSError, AttributeError):
+            ctypes.CDLL("libc.so.6").malloc_trim(0)
+
+
+# ---------------------------------------------------------------------- memory
+class PeakMemory:
+    """Peak resident memory (MB) of this process inside the block.
+
+    On Linux the kernel's high-water mark (VmHWM) is reset on entry and read on exit: exact, and
+    it counts every allocation (torch's CPU tensors included). Elsewhere a thread samples the
+    resident size every 10 ms.
+    """
+
+    STATUS = Path("/proc/self/status")
+
+    def __enter__(self) -> "PeakMemory":
+        self.megabytes = float("nan")
+        self._exact = _reset_high_water_mark()
+        self._stop = threading.Event()
+        self._sampled = 0
+        if not self._exact:
+            self._thread = threading.Thread(target=self._sample, daemon=True)
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self._exact:
+            self.megabytes = round(_status_kb("VmHWM") / 1024, 1)
+            return
+        self._stop.set()
+        self._thread.join()
+        self.megabytes = round(self._sampled / 2 ** 20, 1)
+
+    def _sample(self) -> None:
+        import psutil
+
+        process = psutil.Process()
+        while not self._stop.wait(0.01):
+            self._sampled = max(self._sampled, process.memory_info().rss)
+
+
+def _reset_high_water_mark() -> bool:
+    try:
+        Path("/proc/self/clear_refs").write_text("5")
+        return _status_kb("VmHWM") > 0
+    except OSError:
+        return False
+
+
+def _status_kb(field: str) -> int:
+    match = re.search(rf"^{field}:\s+(\d+)\s+kB", PeakMemory.STATUS.read_text(), re.MULTILINE)
+    return int(match.group(1)) if match else 0
+
+
+def _torch_threads() -> int:
+    import torch
+
+    return torch.get_num_threads()
+
+
+# ---------------------------------------------------------------------- the CSV
+def read_rows(csv_path: str | os.PathLike) -> dict[str, dict]:
+    """The rows of a dry-run CSV by config hash (a hash listed twice: its last row)."""
+    path = Path(csv_path)
+    if not path.exists():
+        return {}
+    with path.open(newline="") as handle:
+        return {row["hash"]: row for row in csv.DictReader(handle)}
+
+
+def append_row(csv_path: str | os.PathLike, row: dict) -> None:
+    """Append one row, writing the header first into a new file (and bringing a file written
+    with other columns, by another fedlib version, to today's); flushed at once."""
+    path = Path(csv_path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    new = not path.exists() or path.stat().st_size == 0
+    if not new and _header(path) != list(CSV_COLUMNS):
+        _rewrite(path, read_rows(path).values())
+    with path.open("a", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=CSV_COLUMNS, extrasaction="ignore")
+        if new:
+            writer.writeheader()
+        writer.writerow({key: _cell(row.get(key, "")) for key in CSV_COLUMNS})
+
+
+def _header(path: Path) -> list[str]:
+    with path.open(newline="") as handle:
+        return next(csv.reader(handle), [])
+
+
+def _rewrite(path: Path, rows) -> None:
+    """Write ``rows`` with today's columns into a new file that then replaces ``path``."""
+    scratch = path.with_suffix(path.suffix + ".tmp")
+    with scratch.open("w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=CSV_COLUMNS, extrasaction="ignore", restval="")
+        writer.writeheader()
+        writer.writerows(rows)
+    scratch.replace(path)
+
+
+def _cell(value):
+    return f"{value:.6g}" if isinstance(value, float) else value
+
+
+# ---------------------------------------------------------------------- many configs
+def rekey_old_hashes(csv_path: str | os.PathLike, configs: dict[str, tuple[RunConfig, Sequence[str]]]) -> dict[str, dict]:
+    """The CSV's rows by hash, after renaming rows that older code keyed by a config's hash with
+    every partition setting hashed (:func:`fedlib.core.config.hash_with_unread_settings`) to its hash
+    today, so a resumed dry run does not run them again; the file is rewritten if any moved."""
+    done = read_rows(csv_path)
+    moved = 0
+    for digest, (cfg, *_) in configs.items():
+        old = hash_with_unread_settings(cfg)
+        if old != digest and old in done and digest not in done:
+            done[digest] = {**done.pop(old), "hash": digest}
+            moved += 1
+    if moved:
+        _rewrite(Path(csv_path), done.values())
+        print(f"{csv_path}: {moved} rows written under an older config hash renamed to today's", flush=True)
+    return done
+
+
+def dry_run(configs: dict[str, tuple[RunConfig, Sequence[str]]], csv_path: str | os.PathLike, *,
+            jobs: int = 1, limit: int | None = None, retry_errors: bool = False,
+            timeout_s: float = DEFAULT_TIMEOUT_S, progress: bool = True, every_seed: bool = False) -> pd.DataFrame:
+    """Dry-run every config of ``configs`` (hash -> (config, notebooks declaring it)) not yet in
+    ``csv_path``, in ``jobs`` worker processes (0: in this process, no isolation: for debugging);
+    returns the rows of all of them.
+
+    Configs that differ only in their seed take the same code path with other random draws, so
+    they share one row (:func:`seed_groups`; its ``seeds`` column lists them) unless
+    ``every_seed``. What the seed changes at full scale, the partition, is drawn for every seed
+    by :func:`fedlib.orchestration.partition_check.check_partitions`.
+
+    ``limit`` runs at most that many new configs, spread over datasets, then models, then methods
+    so that a small sample covers as many kinds as it can. ``retry_errors`` runs again the
+    configs whose row says error. Workers are spawned processes: a script that calls this must
+    do so under ``if __name__ == "__main__":``.
+    """
+    if jobs < 0:
+        raise FedlibError(f"jobs must be >= 0 (0: in this process), got {jobs}")
+    done = rekey_old_hashes(csv_path, configs)
+    if not every_seed:
+        configs = seed_groups(configs, done)
+    todo = [h for h in configs if h not in done or (retry_errors and done[h]["status"] != "ok")]
+    todo = _spread(todo, configs)[:limit] if limit is not None else todo
+    todo = cheapest_first(todo, configs)
+    running = set(todo)
+    already = sum(1 for h in configs if h in done and h not in running)  # the bar counts the CSV rows too
+    run = _run_in_workers if jobs else _run_here
+    run(todo, configs, csv_path, jobs, timeout_s, progress, already=already)
+    rows = read_rows(csv_path)
+    frame = pd.DataFrame([rows[h] for h in configs if h in rows], columns=list(CSV_COLUMNS))
+    if not every_seed:  # a row written before the other seeds were declared lists them all
+        frame["seeds"] = [" ".join(map(str, configs[h][2])) for h in frame["hash"]]
+    return frame
+
+
+def seed_groups(configs: dict[str, tuple[RunConfig, Sequence[str]]],
+                done: dict[str, dict] | None = None) -> dict[str, tuple[RunConfig, list[str], list[int]]]:
+    """``configs`` with one entry per group of configs that differ only in their seed: hash ->
+    (config, the notebooks declaring any of them, the group's seeds). The entry is the member
+    already in ``done`` (a dry run's rows), else the one with the smallest seed."""
+    done = done or {}
+    groups: dict[str, list[str]] = {}
+    for digest, (cfg, _) in configs.items():
+        groups.setdefault(cfg.replace(seed=0).hash(), []).append(digest)
+    kept = {}
+    for members in groups.values():
+        members.sort(key=lambda h: (h not in done, configs[h][0].seed))
+        notebooks = list(dict.fromkeys(stem for h in members for stem in configs[h][1]))
+        kept[members[0]] = (configs[members[0]][0], notebooks, sorted(configs[h][0].seed for h in members))
+    return kept
+
+
+def _kind(cfg: RunConfig) -> tuple:
+    return cfg.dataset, cfg.model, cfg.method
+
+
+def cheapest_first(hashes: list[str], configs: dict) -> list[str]:
+    """``hashes`` ordered by the forward FLOPs of one image of their (dataset, model), cheapest
+    first, then by kind (same data and model back to back: warm caches). A dry run stopped early
+    has then proven the most kinds, and what it leaves is the slow tail (a MobileNetV2 on
+    TinyImageNet costs minutes a row on a CPU, an MLP on MNIST seconds). A config whose model
+    cannot be built or run for its data goes last: its own row then records the error."""
+    costs: dict[tuple, float] = {}
+
+    def cost(cfg: RunConfig) -> float:
+        key = (cfg.dataset, cfg.model, repr(cfg.dataset_options))
+        if key not in costs:
+            try:
+                costs[key] = forward_flops(cfg)
+            except Exception:  # noqa: BLE001 -- that row's own dry run reports it
+                costs[key] = math.inf
+        return costs[key]
+
+    return sorted(hashes, key=lambda h: (cost(configs[h][0]), _kind(configs[h][0])))
+
+
+def forward_flops(cfg: RunConfig) -> float:
+    """FLOPs of ``cfg``'s model on one image of ``cfg``'s dataset (its shape; no pixels loaded)."""
+    import torch
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from fedlib.core.models import build_model
+    from fedlib.datasets import data
+
+    shape = data.dataset_shape(cfg.dataset, **data.split_option(cfg.dataset_options)[1])
+    model = build_model(cfg.model, shape.num_classes, in_channels=shape.channels, image_size=shape.image_size).eval()
+    with torch.no_grad(), FlopCounterMode(display=False) as counter:
+        model(torch.zeros(1, shape.channels, shape.image_size, shape.image_size))
+    return float(counter.get_total_flops())
+
+
+def _spread(hashes: list[str], configs: dict) -> list[str]:
+    """``hashes`` reordered so that any first few cover as many datasets, then models, then
+    methods as they can: one config of each dataset's first (model, method), then of their
+    other models, then of their other methods, then the kinds' other configs."""
+    taken: dict[tuple, int] = {}  # configs of a kind met so far
+    order: dict[tuple, dict] = {}  # group -> its members in the order they first appear
+    ranks = {}
+    for h in hashes:
+        dataset, model, method = kind = _kind(configs[h][0])
+        taken[kind] = taken.get(kind, -1) + 1
+        ranks[h] = (taken[kind], _first_seen(order, (dataset, model), method), _first_seen(order, (dataset,), model),
+                    _first_seen(order, (), dataset))
+    return sorted(hashes, key=ranks.__getitem__)
+
+
+def _first_seen(order: dict[tuple, dict], group: tuple, member: str) -> int:
+    """The position of ``member`` among the members of ``group`` in order of first appearance."""
+    members = order.setdefault(group, {})
+    return members.setdefault(member, len(members))
+
+
+def _progress_bar(total: int, already: int, progress: bool):
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, initial=already, desc="dry run", unit="config", disable=not progress)
+
+
+def _record(csv_path, bar, cfg: RunConfig, notebooks: Sequence[str], row: dict, seeds: Sequence[int] = ()) -> None:
+    """Append a finished config's row to the CSV and advance the bar."""
+    append_row(csv_path, {**_identity(cfg, notebooks, seeds), **row})
+    bar.update(1)
+    if row["status"] != "ok":
+        bar.set_postfix_str(f"last error: {cfg.method} on {cfg.dataset}")
+
+
+def _run_here(todo: list[str], configs: dict, csv_path, jobs: int, timeout_s: float, progress: bool,
+              already: int) -> None:
+    """Every config of ``todo`` in this process, one after another (no timeout)."""
+    with _progress_bar(already + len(todo), already, progress) as bar:
+        for digest in todo:
+            cfg, notebooks, *seeds = configs[digest]
+            row = run_one(cfg)
+            _record(csv_path, bar, cfg, notebooks, {k: v for k, v in row.items()
+                                                    if not k.startswith(("round_", "client_"))}, *seeds)
+
+
+def _run_in_workers(todo: list[str], configs: dict, csv_path, jobs: int, timeout_s: float, progress: bool,
+                    already: int) -> None:
+    from fedlib.orchestration.resources import thread_budget
+
+    threads = thread_budget(jobs)
+    workers = [_Worker(threads) for _ in range(min(jobs, len(todo)))]
+    queue = list(todo)
+    bar = _progress_bar(already + len(todo), already, progress)
+    try:
+        for worker in workers:
+            worker.give(queue, configs)
+        while any(w.busy for w in workers):
+            for worker in _finished(workers, timeout_s):
+                row = worker.collect(timeout_s)
+                cfg, notebooks, *seeds = configs[row["hash"]]
+                _record(csv_path, bar, cfg, notebooks, row, *seeds)
+                worker.give(queue, configs)
+    finally:
+        bar.close()
+        for worker in workers:
+            worker.stop()
+
+
+def _finished(workers: list["_Worker"], timeout_s: float) -> list["_Worker"]:
+    """The busy workers with a result, a death or a timeout to collect (waits up to 1 s)."""
+    busy = [w for w in workers if w.busy]
+    ready = set(wait([w.connection for w in busy] + [w.process.sentinel for w in busy], timeout=1.0))
+    return [w for w in busy if w.connection in ready or w.process.sentinel in ready or w.overdue(timeout_s)]
+
+
+def _identity(cfg: RunConfig, notebooks: Sequence[str], seeds: Sequence[int] = ()) -> dict:
+    return {"hash": cfg.hash(), "notebooks": ";".join(notebooks), "dataset": cfg.dataset, "model": cfg.model,
+            "method": cfg.method, "partition": cfg.partition, "clients": cfg.clients,
+            "seeds": " ".join(str(seed) for seed in (seeds or [cfg.seed]))}
+
+
+class _Worker:
+    """One worker process running configs one at a time (replaced after JOBS_PER_WORKER of them,
+    or when it dies or overruns)."""
+
+    def __init__(self, threads: int):
+        self.threads = threads
+        self.process = None
+        self.busy: str | None = None  # the hash it is running
+        self.started = 0.0
+        self.jobs = 0
+        self.kind: tuple | None = None
+
+    def give(self, queue: list[str], configs: dict) -> None:
+        """Start the next config of ``queue`` (nothing when it is empty) in a worker that ran
+        only configs of the same dataset and model: what a config leaves in memory (freed
+        memory a process keeps) stays out of another kind's peak."""
+        if not queue:
+            return
+        cfg = configs[queue[0]][0]
+        if self.process is None or self.jobs >= JOBS_PER_WORKER or self.kind != (cfg.dataset, cfg.model):
+            self._restart()
+            self.kind = (cfg.dataset, cfg.model)
+        self.busy = queue.pop(0)
+        self.started = time.monotonic()
+        self.jobs += 1
+        self.connection.send(configs[self.busy][0].to_dict())
+
+    def overdue(self, timeout_s: float) -> bool:
+        return self.busy is not None and time.monotonic() - self.started > timeout_s
+
+    def collect(self, timeout_s: float) -> dict:
+        """The finished config's row; an error row when the worker died or overran."""
+        overdue = self.overdue(timeout_s)
+        digest, self.busy = self.busy, None
+        if self.connection.poll():
+            try:
+                return {**self.connection.recv(), "hash": digest}
+            except (EOFError, OSError):
+                pass
+        if overdue:
+            reason = f"timed out after {timeout_s:g} s"
+        else:
+            self.process.join(timeout=10)
+            code = self.process.exitcode
+            reason = f"worker process died (exit code {code}{', killed: out of memory?' if code == -9 else ''})"
+        self._kill()
+        return {"hash": digest, "status": "error", "error": reason, "data": "", "threads": self.threads}
+
+    def _restart(self) -> None:
+        self.stop()
+        context = multiprocessing.get_context("spawn")
+        self.connection, child = context.Pipe()
+        self.process = context.Process(target=_worker_main, args=(child, self.threads), daemon=True)
+        self.process.start()
+        child.close()
+        self.jobs = 0
+
+    def _kill(self) -> None:
+        if self.process is not None:
+            if self.process.is_alive():
+                self.process.kill()
+            self.process.join()
+            self.connection.close()
+        self.process = None
+
+    def stop(self) -> None:
+        """End the worker: politely when it is idle (it cleans up after itself), else killed."""
+        if self.process is not None and self.process.is_alive() and self.busy is None:
+            self.connection.send(None)
+            self.process.join(timeout=10)
+        self._kill()
+
+
+def _worker_main(connection, threads: int) -> None:
+    """A worker's loop: a config dict in, its row out, until None arrives or the parent is gone
+    (killed: the row it was running is run again when the dry run resumes)."""
+    import torch
+
+    torch.set_num_threads(threads)
+    try:
+        while True:
+            job = connection.recv()
+            if job is None:
+                return
+            row = run_one(RunConfig.from_dict(job))
+            connection.send({k: v for k, v in row.items() if not k.startswith(("round_", "client_"))})
+    except (BrokenPipeError, EOFError, ConnectionResetError):
+        return  # the parent was stopped: leave quietly instead of printing a traceback into its log
+
+
+# ---------------------------------------------------------------------- the report
+TABLE_COLUMNS = ["dataset", "model", "method", "partition", "clients", "data", "status", "peak_rss_mb",
+                 "parameters", "seconds_per_image", "error"]
+
+
+def format_dry_run(frame: pd.DataFrame, csv_path: str | os.PathLike | None = None) -> str:
+    """The dry run as text: one line per config, a summary line, then every error on its own line."""
+    if frame.empty:
+        return "dry run: no configs"
+    shown = frame.reindex(columns=TABLE_COLUMNS).fillna("")
+    shown["seconds_per_image"] = [_short(v) for v in shown["seconds_per_image"]]
+    lines = [shown.to_string(index=False), summary_line(frame)]
+    errors = frame[frame["status"] != "ok"]
+    lines += [f"error: {r.hash} {r.method} on {r.dataset} ({r.notebooks}): {r.error}" for r in errors.itertuples()]
+    if csv_path is not None:
+        lines.append(f"rows in {csv_path}")
+    return "\n".join(lines)
+
+
+def summary_line(frame: pd.DataFrame) -> str:
+    """'N ok, M errors, K on stand-in data (N configs; D declared, ...)' over the rows of
+    ``frame`` (a row stands for the declared configs of every seed in its ``seeds`` column)."""
+    ok = int((frame["status"] == "ok").sum())
+    stand_in = int((frame["data"] == "stand-in").sum())
+    declared = sum(len(str(seeds).split()) or 1 for seeds in frame["seeds"].fillna(""))
+    standing = f"; {declared} declared, counting each row's other seeds" if declared > len(frame) else ""
+    return f"dry run: {ok} ok, {len(frame) - ok} errors, {stand_in} on stand-in data ({len(frame)} configs{standing})"
+
+
+def _short(value) -> str:
+    try:
+        return f"{float(value):.2e}"
+    except (TypeError, ValueError):
+        return ""

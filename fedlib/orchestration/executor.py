@@ -1,0 +1,651 @@
+"""Run a grid of configs side by side: local worker processes, or Ray tasks on one machine or a cluster.
+
+:func:`execute` takes a list of :class:`RunConfig`, keeps one per config hash, skips the runs a
+store already holds and trains the rest on an executor:
+
+- ``serial``: one after another in this process;
+- ``local``: ``workers`` spawned processes on this machine, each with its share of the cores
+  (:func:`fedlib.orchestration.resources.thread_budget`) and, for a GPU run, a place on a GPU with room for its
+  estimated memory (:func:`fedlib.orchestration.resources.run_gpu_bytes`): several runs share a card as long as
+  their estimates fit 90 % of it, and a run waits while none has room;
+- ``ray``: one Ray task per run (``pip install -e '.[ray]'``), on a local Ray instance with
+  ``workers`` runs at a time, or on a running cluster (``address="auto"`` or
+  ``"ray://host:port"``); a task asks for a share of a GPU sized to its model
+  (:func:`fedlib.orchestration.resources.gpu_share`) when the cluster has GPUs, else for CPUs only.
+
+The results store keeps the executors honest. A worker claims a run before it trains it
+(:meth:`fedlib.core.store.RunRecord.claim`), so a run that another process or another executor is
+training is not trained twice: it waits, and is counted as finished elsewhere once that process
+stores it, or trained here (resuming from its checkpoint) if that process dies. A worker that
+dies mid-run (killed, preempted, out of memory) is replaced and its run is given again, up to
+``retries`` times; the run resumes from its last checkpoint and ends with the metrics of an
+uninterrupted run. A run that raises, or diverges, is reported once in the summary at the end
+and does not stop the others; so is a resume with another thread count, backend or code revision
+(the engine's ``store.ProvenanceWarning``), as a note.
+
+One progress bar counts the runs (done, diverged, failed, running; ETA from the runs finished so
+far); ``verbose`` adds one line per finished run; a summary table ends the call, with each
+failure and its error.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import socket
+import time
+import warnings
+from collections import Counter, deque
+from dataclasses import dataclass, field
+from multiprocessing.connection import wait
+from pathlib import Path
+from typing import Any, Sequence
+
+from fedlib.core import store
+from fedlib.core.config import RunConfig
+from fedlib.errors import FedlibError, one_line, one_of
+from fedlib.orchestration import resources
+
+EXECUTORS = ("serial", "local", "ray")
+RAY_INSTALL = "pip install -e '.[ray]'"  # the optional extra that brings Ray
+DEFAULT_RETRIES = 2  # a run whose worker dies is given again at most this often
+POLL_SECONDS = 2.0  # how often runs claimed by another process are looked at again
+MAX_SUMMARY_ROWS = 40  # per-run rows in the final table (failures are always listed)
+# how a run ended in this call
+STORED, DONE, DIVERGED, ELSEWHERE, FAILED = "stored", "done", "diverged", "elsewhere", "failed"
+
+
+@dataclass
+class Outcome:
+    """What became of one run: ``status`` is ``stored`` (already in a store), ``done`` or
+    ``diverged`` (trained here), ``elsewhere`` (another process trained it meanwhile) or
+    ``failed`` (``error`` says why)."""
+
+    config: RunConfig
+    status: str
+    attempts: int = 0  # workers that took it in this call (more than 1: a worker died)
+    seconds: float = 0.0  # wall seconds of its last attempt
+    best_accuracy: float | None = None
+    error: str = ""
+    worker: str = ""  # host:pid that trained it
+    notes: list[str] = field(default_factory=list)  # its provenance warnings (store.ProvenanceWarning)
+
+    @property
+    def ok(self) -> bool:
+        return self.status != FAILED
+
+
+# ====================================================================== one run, in a worker
+def train_one(config: dict, threads: int) -> dict:
+    """Train (or resume) one run in this process with ``threads`` intra-op threads; never raises.
+
+    Returns a dict: ``status`` (done, diverged, elsewhere: the store served it, claimed: another
+    live process holds it, failed), ``error``, ``seconds``, ``best_accuracy``, ``worker``, ``notes``
+    (the run's provenance warnings: a resume with other arithmetic or code, for one)."""
+    from fedlib.core import engine
+
+    resources.set_thread_budget(threads=threads)
+    worker, notes = f"{socket.gethostname()}:{os.getpid()}", []
+    started, before = time.perf_counter(), engine.stored_trainings()
+    try:
+        result = _run_noting(RunConfig.from_dict(config), notes)
+    except store.ClaimedError as exc:
+        return {"status": "claimed", "error": str(exc), "worker": worker}
+    except Exception as exc:  # noqa: BLE001 - any failure is this run's, reported at the end
+        return {"status": FAILED, "error": one_line(exc), "worker": worker, "notes": notes,
+                "seconds": time.perf_counter() - started}
+    if engine.stored_trainings() == before:
+        status = ELSEWHERE
+    else:
+        status = DIVERGED if result.summary.get("diverged") else DONE
+    return {"status": status, "seconds": time.perf_counter() - started, "worker": worker,
+            "best_accuracy": None if result.diverged else result.best_accuracy, "notes": notes}
+
+
+def _run_noting(cfg: RunConfig, notes: list[str]):
+    """``engine.run(cfg)`` with its warnings kept off the screen; the provenance ones go to ``notes``
+    for the summary (diverged runs are reported there by status)."""
+    from fedlib.core import engine
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            return engine.run(cfg, progress=False)
+        finally:
+            notes += [str(w.message) for w in caught if issubclass(w.category, store.ProvenanceWarning)]
+
+
+# ====================================================================== pools of workers
+class _SerialPool:
+    """Runs in this process, one at a time (its thread count restored afterwards)."""
+
+    def __init__(self, threads: int):
+        self.threads, self.job = threads, None
+
+    def fits(self, cfg: RunConfig) -> bool:
+        return True
+
+    def idle(self) -> int:
+        return 0 if self.job else 1
+
+    def running(self) -> int:
+        return 1 if self.job else 0
+
+    def submit(self, cfg: RunConfig) -> None:
+        self.job = cfg
+
+    def collect(self, timeout: float) -> list[tuple[RunConfig, dict]]:
+        import torch
+
+        if self.job is None:
+            return []
+        cfg, self.job, threads = self.job, None, torch.get_num_threads()
+        try:
+            return [(cfg, train_one(cfg.to_dict(), self.threads))]
+        finally:
+            torch.set_num_threads(threads)
+
+    def close(self) -> None:
+        pass
+
+
+class _LocalWorker:
+    """A spawned process that trains the runs it is sent, one at a time."""
+
+    def __init__(self, threads: int, gpu: int | None):
+        context = multiprocessing.get_context("spawn")
+        self.connection, child = context.Pipe()
+        self.process = context.Process(target=_worker_loop, args=(child, threads, gpu, os.getpid()), daemon=True,
+                                       name="fedlib-worker")
+        self.process.start()
+        child.close()
+        self.gpu = gpu
+        self.job: RunConfig | None = None
+        self.reserved = 0  # GPU bytes its run was placed with
+
+    def give(self, cfg: RunConfig) -> None:
+        self.job = cfg
+        self.connection.send(cfg.to_dict())
+
+    def take_result(self) -> dict:
+        """The finished run's result; a 'died' result when the process is gone."""
+        self.job = None
+        try:
+            if self.connection.poll():
+                return self.connection.recv()
+        except (EOFError, OSError):
+            pass
+        self.process.join(timeout=10)
+        code = self.process.exitcode
+        hint = ", killed: out of memory?" if code == -9 else ""
+        return {"status": "died", "error": f"worker process {self.process.pid} died (exit code {code}{hint})"}
+
+    def stop(self) -> None:
+        """End the process: asked to when idle, killed when busy (its run resumes later)."""
+        if self.process.is_alive() and self.job is None:
+            try:
+                self.connection.send(None)
+                self.process.join(timeout=10)
+            except (BrokenPipeError, OSError):
+                pass
+        if self.process.is_alive():
+            self.process.kill()
+        self.process.join()
+        self.connection.close()
+
+
+def _worker_loop(connection, threads: int, gpu: int | None, parent: int | None = None) -> None:
+    """A local worker: a config dict in, its result out, until None arrives; it dies with its
+    parent (``parent``, the executor's pid), even one killed with SIGKILL."""
+    if parent is not None:
+        _die_with(parent)
+    if gpu is not None:  # before torch initialises CUDA: this worker sees one GPU, as cuda:0
+        os.environ["CUDA_VISIBLE_DEVICES"] = str(gpu)
+    try:
+        for job in iter(connection.recv, None):
+            connection.send(train_one(job, threads))
+    except (EOFError, BrokenPipeError, KeyboardInterrupt):  # the executor is gone, or Ctrl-C: its run resumes later
+        return
+
+
+PARENT_POLL_SECONDS = 1.0
+
+
+def _die_with(parent: int) -> None:
+    """End this process as soon as process ``parent`` is gone: a daemon thread checks once a second
+    whether this process has been handed to another parent (what the OS does when the parent dies,
+    however it died). The run it was training keeps its last checkpoint and its claim, which the
+    next worker takes over (the claim's process is dead)."""
+    import threading
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(PARENT_POLL_SECONDS)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="fedlib-parent-watch", daemon=True).start()
+
+
+class _LocalPool:
+    """``workers`` local processes, started as runs need them and replaced when one dies."""
+
+    def __init__(self, workers: int, threads: int):
+        self.size, self.threads = workers, threads
+        self.gpus = _local_gpu_count()
+        self.capacity = resources.gpu_capacities(self.gpus) if self.gpus else []
+        self.reserved = [0] * self.gpus
+        self.needs: dict[str, int] = {}  # config hash -> estimated GPU bytes
+        self.workers: list[_LocalWorker] = []
+
+    def idle(self) -> int:
+        return self.size - self.running()
+
+    def running(self) -> int:
+        return sum(w.job is not None for w in self.workers)
+
+    def fits(self, cfg: RunConfig) -> bool:
+        """Whether ``cfg`` can start now: a CPU run always; a GPU run when a GPU has room for its
+        estimate, or when nothing runs (a run larger than the estimate allows then runs alone)."""
+        return not self._on_gpu(cfg) or self.running() == 0 or self._place(cfg)[0] is not None
+
+    def _on_gpu(self, cfg: RunConfig) -> bool:
+        return self.gpus > 0 and cfg.device != "cpu"
+
+    def _place(self, cfg: RunConfig) -> tuple[int | None, int]:
+        """(the GPU for ``cfg``, the bytes reserved for it there)."""
+        if cfg.hash() not in self.needs:
+            self.needs[cfg.hash()] = resources.run_gpu_bytes(cfg)
+        need = self.needs[cfg.hash()]
+        return resources.place_run(need, self.reserved, self.capacity), need
+
+    def submit(self, cfg: RunConfig) -> None:
+        for worker in [w for w in self.workers if w.job is None and not w.process.is_alive()]:
+            worker.stop()  # died while idle
+            self.workers.remove(worker)
+        gpu, need = self._place(cfg) if self._on_gpu(cfg) else (None, 0)
+        if self._on_gpu(cfg) and gpu is None:  # nothing runs, yet no card holds the estimate: the roomiest one
+            gpu = max(range(self.gpus), key=lambda g: self.capacity[g] - self.reserved[g])
+        free = [w for w in self.workers if w.job is None and w.gpu == gpu]
+        if not free:
+            for idle in [w for w in self.workers if w.job is None][: max(0, len(self.workers) + 1 - self.size)]:
+                idle.stop()  # make room for a worker on another GPU
+                self.workers.remove(idle)
+            free = [_LocalWorker(self.threads, gpu)]
+            self.workers.append(free[0])
+        worker = free[0]
+        if gpu is not None:
+            worker.reserved = need
+            self.reserved[gpu] += need
+        worker.give(_one_gpu_device(cfg) if gpu is not None else cfg)
+
+    def _release(self, worker: _LocalWorker) -> None:
+        if worker.gpu is not None:
+            self.reserved[worker.gpu] -= worker.reserved
+        worker.reserved = 0
+
+    def collect(self, timeout: float) -> list[tuple[RunConfig, dict]]:
+        busy = [w for w in self.workers if w.job is not None]
+        if not busy:
+            return []
+        ready = set(wait([w.connection for w in busy] + [w.process.sentinel for w in busy], timeout=timeout))
+        done = [w for w in busy if w.connection in ready or w.process.sentinel in ready]
+        results = []
+        for worker in done:
+            cfg = worker.job
+            self._release(worker)
+            result = worker.take_result()
+            if result["status"] == "died":
+                worker.stop()
+                self.workers.remove(worker)
+            results.append((cfg, result))
+        return results
+
+    def close(self) -> None:
+        for worker in self.workers:
+            worker.stop()
+        self.workers = []
+
+
+def _local_gpu_count() -> int:
+    try:
+        import torch
+
+        return torch.cuda.device_count() if torch.cuda.is_available() else 0
+    except Exception:  # noqa: BLE001 - no usable CUDA: CPU workers
+        return 0
+
+
+def _one_gpu_device(cfg: RunConfig) -> RunConfig:
+    """A config whose worker sees one GPU (CUDA_VISIBLE_DEVICES): cuda:N becomes cuda."""
+    return cfg.replace(device="cuda") if cfg.device.startswith("cuda:") else cfg
+
+
+class _RayPool:
+    """One Ray task per run, at most ``workers`` in flight (on a cluster: as many as its CPUs hold)."""
+
+    def __init__(self, workers: int | None, threads: int, address: str | None, verbose: bool):
+        self.ray = import_ray()
+        self.started_here = not self.ray.is_initialized()
+        if self.started_here:
+            _start_ray(self.ray, address, workers, threads, verbose)
+        cluster = self.ray.cluster_resources()
+        # in flight at once: ``workers``, else as many runs as the cluster's CPUs hold (the rest wait here)
+        self.size = workers or max(1, int(cluster.get("CPU", 1) // threads))
+        self.threads = threads
+        self.gpus = cluster.get("GPU", 0) > 0
+        self.task = self.ray.remote(train_one)
+        self.pending: dict[Any, RunConfig] = {}
+
+    def idle(self) -> int:
+        return self.size - len(self.pending)
+
+    def fits(self, cfg: RunConfig) -> bool:
+        return True  # Ray places the task by the GPU share it asks for
+
+    def running(self) -> int:
+        return len(self.pending)
+
+    def submit(self, cfg: RunConfig) -> None:
+        options = ray_resources(cfg, self.threads, self.gpus)
+        sent = _one_gpu_device(cfg) if options.get("num_gpus") else cfg
+        ref = self.task.options(**options, max_retries=0, name=f"fedlib-{cfg.hash()}").remote(sent.to_dict(),
+                                                                                             self.threads)
+        self.pending[ref] = cfg
+
+    def collect(self, timeout: float) -> list[tuple[RunConfig, dict]]:
+        if not self.pending:
+            return []
+        ready, _ = self.ray.wait(list(self.pending), num_returns=1, timeout=timeout)
+        if ready:  # and every other one finished by now
+            ready, _ = self.ray.wait(list(self.pending), num_returns=len(self.pending), timeout=0)
+        results = []
+        for ref in ready:
+            cfg = self.pending.pop(ref)
+            try:
+                results.append((cfg, self.ray.get(ref)))
+            except self.ray.exceptions.RayError as exc:  # the worker or its node died: give the run again
+                results.append((cfg, {"status": "died", "error": one_line(exc)}))
+        return results
+
+    def close(self) -> None:
+        for ref in self.pending:
+            self.ray.cancel(ref, force=True)
+        self.pending = {}
+        if self.started_here:
+            self.ray.shutdown()
+
+
+def import_ray():
+    """The ``ray`` module; one line naming the extra to install when it is missing."""
+    try:
+        import ray
+    except ImportError:
+        raise FedlibError(f"--executor ray needs Ray, which is not installed here; install the extra: "
+                          f"{RAY_INSTALL} (or pip install 'fedlib[ray]')") from None
+    return ray
+
+
+def _start_ray(ray, address: str | None, workers: int | None, threads: int, verbose: bool) -> None:
+    """Connect to the cluster at ``address``, or start a local Ray with room for ``workers`` runs."""
+    import logging
+
+    quiet = {"log_to_driver": verbose, "logging_level": logging.INFO if verbose else logging.WARNING}
+    if address:
+        ray.init(address=address, **quiet)
+        return
+    cpus = max(resources.available_cores(), (workers or 1) * threads)
+    try:
+        ray.init(num_cpus=cpus, include_dashboard=False, object_store_memory=200 * 2 ** 20, **quiet)
+    except Exception as exc:  # noqa: BLE001 - Ray raises bare Exceptions, e.g. a raylet slow to start
+        ray.shutdown()
+        raise FedlibError(f"could not start a local Ray ({one_line(exc)}); on a busy machine try again, "
+                          "or use --executor local") from None
+
+
+def ray_resources(cfg: RunConfig, threads: int, cluster_has_gpus: bool) -> dict[str, float]:
+    """What a run's Ray task asks for: ``threads`` CPUs, plus a share of a GPU sized to its model
+    (:func:`fedlib.orchestration.resources.gpu_share`) when the cluster has GPUs and the run may use one."""
+    options: dict[str, float] = {"num_cpus": threads}
+    if cluster_has_gpus and cfg.device != "cpu":
+        options["num_gpus"] = resources.gpu_share(cfg.model)
+    return options
+
+
+# ====================================================================== the grid
+def execute(configs: Sequence[RunConfig], *, executor: str = "local", workers: int | None = None,
+            threads: int | None = None, results_dir: str | os.PathLike | None = None, address: str | None = None,
+            retries: int = DEFAULT_RETRIES, progress: bool = True, verbose: bool = False,
+            poll_seconds: float = POLL_SECONDS) -> list[Outcome]:
+    """Train every config the store lacks on ``executor`` (serial, local or ray); one
+    :class:`Outcome` per distinct config, in the order given.
+
+    ``workers`` runs go side by side (default: one per available core; on a Ray cluster at
+    ``address``, as many as its resources hold), each with ``threads`` intra-op threads (default:
+    the cores divided by the workers, 1 on a cluster; ``$FEDLIB_THREADS`` overrides). A run
+    whose worker dies is given again up to ``retries`` times and resumes from its checkpoint; a
+    failing run is reported in the summary and does not stop the others. Local workers are spawned
+    processes: a script that calls this needs the ``if __name__ == "__main__":`` guard."""
+    if executor not in EXECUTORS:
+        raise one_of("executor", executor, EXECUTORS)
+    if workers is not None and workers < 1:
+        raise FedlibError(f"workers must be >= 1, got {workers}")
+    if address and executor != "ray":
+        raise FedlibError(f"--address {address} needs --executor ray (got {executor})")
+    if executor == "ray":
+        import_ray()  # a missing Ray is one line, whatever the store holds
+    unique = {cfg.hash(): _located(cfg, results_dir) for cfg in configs}
+    outcomes = {h: Outcome(cfg, STORED) for h, cfg in unique.items() if store.is_stored(cfg)}
+    todo = [cfg for h, cfg in unique.items() if h not in outcomes]
+    slots = _slots(executor, workers, address, len(todo))
+    on_cluster = executor == "ray" and bool(address)
+    # a run on a cluster gets one thread unless told otherwise: this machine's cores say nothing of its nodes
+    budget = resources.thread_budget(resources.available_cores() if on_cluster else slots, threads)
+    if todo and not on_cluster:
+        _warn_oversubscribed(slots, budget)
+    started = time.perf_counter()
+    if todo:
+        pool = _make_pool(executor, workers if on_cluster else slots, budget, address, verbose)
+        board = _Board(len(todo), len(outcomes), progress, verbose)
+        try:
+            outcomes.update(_schedule(todo, pool, board, retries, poll_seconds))
+        finally:
+            board.close()
+            pool.close()
+    ordered = [outcomes[h] for h in unique]
+    if progress:
+        print(format_summary(ordered, executor, slots, time.perf_counter() - started, address))
+    return ordered
+
+
+def _located(cfg: RunConfig, results_dir: str | os.PathLike | None) -> RunConfig:
+    """``cfg`` with absolute results and data folders, so a worker anywhere writes the same store."""
+    root = store.results_root(results_dir or cfg.results_dir).expanduser().resolve()
+    data_dir = str(Path(cfg.data_dir).expanduser().resolve()) if cfg.data_dir else None
+    return cfg.replace(results_dir=str(root), data_dir=data_dir)
+
+
+def _slots(executor: str, workers: int | None, address: str | None, todo: int) -> int:
+    """Runs side by side: 1 serial; ``workers`` (default: one per available core), never more
+    than there are runs; 0 (unknown: the cluster decides) on a Ray cluster without ``workers``."""
+    if executor == "serial":
+        return 1
+    if executor == "ray" and address:
+        return workers or 0
+    return max(1, min(workers or resources.available_cores(), max(todo, 1)))
+
+
+def _warn_oversubscribed(slots: int, threads: int) -> None:
+    """One line when ``slots`` runs of ``threads`` threads each ask for more cores than this process
+    may use: they still run, but slow each other down (threads wait on each other's cores)."""
+    cores = resources.available_cores()
+    if slots * threads > cores:
+        warnings.warn(f"{slots} runs side by side x {threads} threads each = {slots * threads} threads on "
+                      f"{cores} cores: they will slow each other down; use at most {cores} workers "
+                      f"(threads default to cores / workers)", RuntimeWarning, stacklevel=3)
+
+
+def _make_pool(executor: str, workers: int | None, threads: int, address: str | None, verbose: bool):
+    if executor == "serial":
+        return _SerialPool(threads)
+    if executor == "local":
+        return _LocalPool(workers or 1, threads)
+    return _RayPool(workers, threads, address, verbose)
+
+
+def _schedule(todo: list[RunConfig], pool, board: "_Board", retries: int, poll_seconds: float) -> dict[str, Outcome]:
+    """Give runs to the pool as it has room; retry a run whose worker died; park a run another
+    process holds until that process stores it (or dies). Returns hash -> outcome."""
+    queue, parked = deque(todo), []
+    attempts: Counter = Counter()
+    outcomes: dict[str, Outcome] = {}
+    last_look = time.monotonic()
+    while queue or parked or pool.running():
+        while queue and pool.idle() > 0 and pool.fits(queue[0]):
+            cfg = queue.popleft()
+            attempts[cfg.hash()] += 1
+            pool.submit(cfg)
+            board.started()
+        for cfg, result in pool.collect(timeout=poll_seconds if pool.running() else 0):
+            board.stopped()
+            digest, status = cfg.hash(), result["status"]
+            if status == "claimed":
+                attempts[digest] -= 1  # another process is on it: not an attempt of ours
+                parked.append(cfg)
+            elif status == "died" and attempts[digest] <= retries:
+                queue.appendleft(cfg)  # resumes from its checkpoint: the dead worker's claim is taken over
+                board.note(f"worker died on {_label(cfg)}; giving it again ({result['error']})")
+            else:
+                if status == "died":
+                    status = FAILED
+                    result = {**result, "error": f"{result['error']}, {attempts[digest]} times"}
+                outcomes[digest] = _outcome(cfg, status, attempts[digest], result)
+                board.finished(outcomes[digest])
+        if parked and (time.monotonic() - last_look >= poll_seconds or not (queue or pool.running())):
+            if not (queue or pool.running()):
+                time.sleep(poll_seconds)
+            last_look = time.monotonic()
+            parked = _look_at_parked(parked, queue, outcomes, board)
+        board.refresh(len(parked))
+    return outcomes
+
+
+def _look_at_parked(parked: list[RunConfig], queue: deque, outcomes: dict, board: "_Board") -> list[RunConfig]:
+    """Runs another process held: stored now (finished elsewhere), free (that process died: train
+    and resume it here), or still held (keep waiting)."""
+    still = []
+    for cfg in parked:
+        if store.is_stored(cfg):
+            outcomes[cfg.hash()] = Outcome(cfg, ELSEWHERE)
+            board.finished(outcomes[cfg.hash()])
+        elif not store.RunRecord(store.run_dir(cfg)).in_progress():
+            queue.append(cfg)
+        else:
+            still.append(cfg)
+    return still
+
+
+def _outcome(cfg: RunConfig, status: str, attempts: int, result: dict) -> Outcome:
+    return Outcome(cfg, status, attempts, float(result.get("seconds") or 0.0), result.get("best_accuracy"),
+                   result.get("error", "") if status == FAILED else "", result.get("worker", ""),
+                   list(result.get("notes") or []))
+
+
+def _label(cfg: RunConfig) -> str:
+    return f"{cfg.hash()} ({cfg.method} on {cfg.dataset}/{cfg.model}, seed {cfg.seed})"
+
+
+# ====================================================================== progress and summary
+class _Board:
+    """One progress bar over the grid: runs finished, and done / diverged / failed / running counts."""
+
+    def __init__(self, total: int, stored: int, progress: bool, verbose: bool):
+        from tqdm.auto import tqdm
+
+        self.counts: Counter = Counter()
+        self.running = self.parked = 0
+        self.verbose = verbose
+        self.progress = progress
+        self.bar = tqdm(total=total, desc=f"runs ({stored} stored)" if stored else "runs", unit="run",
+                        disable=not progress, smoothing=0)
+
+    def started(self) -> None:
+        self.running += 1
+        self.refresh()
+
+    def stopped(self) -> None:
+        self.running -= 1
+
+    def finished(self, outcome: Outcome) -> None:
+        self.counts[outcome.status] += 1
+        self.refresh()
+        self.bar.update(1)
+        if self.verbose:
+            self.note(_outcome_line(outcome))
+        for line in outcome.notes:
+            self.note(f"note: {line}")
+
+    def note(self, line: str) -> None:
+        if self.progress:
+            self.bar.write(line)
+
+    def refresh(self, parked: int | None = None) -> None:
+        self.parked = self.parked if parked is None else parked
+        parts = [f"done {self.counts[DONE] + self.counts[ELSEWHERE]}"]
+        parts += [f"{name} {self.counts[name]}" for name in (DIVERGED, FAILED) if self.counts[name]]
+        parts.append(f"running {self.running}")
+        if self.parked:
+            parts.append(f"held elsewhere {self.parked}")
+        text = ", ".join(parts)
+        if text != getattr(self.bar, "postfix", None):  # redrawn when the counts change (a run given out shows at once)
+            self.bar.set_postfix_str(text, refresh=True)
+
+    def close(self) -> None:
+        self.bar.close()
+
+
+def _outcome_line(outcome: Outcome) -> str:
+    accuracy = f", best {100 * outcome.best_accuracy:.2f} %" if outcome.best_accuracy is not None else ""
+    error = f": {outcome.error}" if outcome.error else ""
+    return f"{outcome.status}: {_label(outcome.config)} in {outcome.seconds:.1f} s{accuracy}{error}"
+
+
+def _note_lines(outcomes: Sequence[Outcome]) -> list[str]:
+    """The runs' provenance notes (a resume with other arithmetic or code), under a count."""
+    notes = [line for o in outcomes for line in o.notes]
+    if not notes:
+        return []
+    return [f"{len(notes)} provenance note{'s' * (len(notes) != 1)} (numbers not from one uninterrupted "
+            "computation of their config):"] + [f"  {line}" for line in notes]
+
+
+def format_summary(outcomes: Sequence[Outcome], executor: str = "local", slots: int = 1,
+                   seconds: float = 0.0, address: str | None = None) -> str:
+    """The table that ends :func:`execute`: counts per status, one row per run handled in this
+    call (at most :data:`MAX_SUMMARY_ROWS`), then every failure with its error."""
+    counts = Counter(o.status for o in outcomes)
+    where = {"serial": "in this process", "local": f"on {slots} local worker{'s' * (slots != 1)}",
+             "ray": f"on Ray at {address}" if address else f"on a local Ray with {slots} worker{'s' * (slots != 1)}"}
+    order = (STORED, DONE, DIVERGED, ELSEWHERE, FAILED)
+    tally = ", ".join(f"{counts[s]} {s}" for s in order if counts[s])
+    lines = [f"{len(outcomes)} runs: {tally or 'none'} ({seconds:.1f} s {where[executor]})"]
+    handled = [o for o in outcomes if o.status != STORED]
+    if handled:
+        lines.append(f"{'hash':12}  {'method':16} {'dataset/model':24} {'seed':>4}  {'status':9} {'tries':>5} "
+                     f"{'seconds':>8}  best")
+    for o in handled[:MAX_SUMMARY_ROWS]:
+        c = o.config
+        best = f"{100 * o.best_accuracy:.2f}" if o.best_accuracy is not None else "-"
+        lines.append(f"{c.hash():12}  {c.method[:16]:16} {(c.dataset + '/' + c.model)[:24]:24} {c.seed:>4}  "
+                     f"{o.status:9} {o.attempts:>5} {o.seconds:8.1f}  {best}")
+    if len(handled) > MAX_SUMMARY_ROWS:
+        lines.append(f"... and {len(handled) - MAX_SUMMARY_ROWS} more runs")
+    failed = [o for o in outcomes if o.status == FAILED]
+    if failed:
+        lines.append(f"{len(failed)} run{'s' * (len(failed) != 1)} failed:")
+        lines += [f"  {_label(o.config)}: {o.error}" for o in failed]
+    lines += _note_lines(outcomes)
+    diverged = [o for o in outcomes if o.status == DIVERGED]
+    if diverged:
+        lines.append(f"{len(diverged)} run{'s' * (len(diverged) != 1)} diverged (stored with diverged=true): "
+                     + ", ".join(o.config.hash() for o in diverged))
+    return "\n".join(lines)

@@ -1,0 +1,174 @@
+"""The plan of a reproduction: which runs the notebooks declare, how many are stored, and the
+hours the rest will take, before anything trains.
+
+Every notebook that trains gets its grid of runs from its function in :mod:`fedlib.paper.grids`, called with
+the notebook's parameters. :func:`declared_configs` calls the same function with the parameters
+the notebook would run with (the parameters cell's literals, the values passed, folders resolved
+as ``fedlib.reporting.notebook.apply_profile`` does): nothing of the notebook is executed. The two
+notebooks without a grid function (``fedlib.paper.grids``' docstring names them) are left out.
+
+Declaring does not need the data: grids skip their runs when ``data.missing_dataset_message``
+names a missing dataset, and size some grids from the data (every FEMNIST writer a client), so
+while declaring, that check reports every dataset present and ``data.load_dataset`` serves a
+stand-in of the missing dataset's published shape (:data:`fedlib.datasets.data.DATASET_SHAPES`). The plan
+then says which runs cannot run here, and why.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+from pathlib import Path
+from typing import Iterator, Sequence
+
+import pandas as pd
+
+from fedlib.core import store
+from fedlib.core.config import RunConfig
+from fedlib.core.engine import render_only
+from fedlib.datasets import data
+from fedlib.errors import FedlibError
+from fedlib.paper import grids
+from fedlib.reporting import report
+from fedlib.reporting.notebook import cell_defaults, resolve_parameters
+from fedlib.reporting.parameters import check_parameters
+
+PLAN_CALL = "describe_plan("  # how a notebook prints the plan of its grid
+TOTAL_ROW = "total (shared runs once)"
+
+
+def declared_configs(notebook: Path, parameters: dict) -> list[RunConfig] | None:
+    """The runs ``notebook`` declares under ``parameters`` (values passed over its parameters
+    cell), whether or not their data are here: its grid function's runs (:mod:`fedlib.paper.grids`);
+    None for a notebook without one."""
+    notebook = Path(notebook)
+    grid = grids.grid_for(notebook.stem)
+    if grid is None:
+        if prints_plan(notebook):
+            raise FedlibError(f"{notebook.stem} prints a plan but has no grid function; add one to "
+                              f"fedlib/paper/grids/ and its name to fedlib.paper.grids.GRIDS")
+        return None
+    with _data_not_needed():
+        return list(grid(notebook_parameters(notebook, parameters)))
+
+
+def prints_plan(notebook: Path) -> bool:
+    """Whether a code cell of ``notebook`` prints the plan of a grid (a notebook with a grid function)."""
+    return code_mentions(notebook, PLAN_CALL)
+
+
+def code_mentions(notebook: Path, text: str) -> bool:
+    """Whether any code cell of ``notebook`` contains ``text`` (e.g. a call such as ``"run_all("``)."""
+    cells = json.loads(Path(notebook).read_text(encoding="utf-8"))["cells"]
+    return any(text in "".join(c["source"]) for c in cells if c["cell_type"] == "code")
+
+
+def notebook_parameters(notebook: Path, parameters: dict) -> dict:
+    """The parameters ``notebook`` runs with when ``parameters`` are passed: its parameters cell's
+    values, each passed one instead, folders resolved against its repository (the profile's values
+    count only when passed: ``reproduce.sh`` passes them)."""
+    notebook = Path(notebook).resolve()
+    defaults = cell_defaults(notebook)
+    values = {name: parameters.get(name, default) for name, default in defaults.items()}
+    resolved = resolve_parameters(notebook.stem, values, values, root=notebook.parent.parent)
+    check_parameters(notebook.stem, defaults, resolved)
+    return resolved
+
+
+@contextlib.contextmanager
+def _data_not_needed() -> Iterator[None]:
+    """While declaring: every dataset reads as present, and a missing one loads as a small
+    stand-in of its published shape (one sample per natural group, so group counts hold)."""
+
+    def load(name, data_dir=None, download=False, **options):
+        if missing(name, data_dir, download) is None:
+            return real_load(name, data_dir=data_dir, download=download, **options)
+        shape = data.dataset_shape(name, **options)
+        size = max(shape.groups, shape.num_classes)
+        return data.stand_in_dataset(name, size, shape.num_classes, **options)
+
+    missing, real_load = data.missing_dataset_message, data.load_dataset
+    with _replaced(data, "missing_dataset_message", lambda *args, **kwargs: None), \
+            _replaced(data, "dataset_available", lambda *args, **kwargs: True), _replaced(data, "load_dataset", load):
+        yield
+
+
+# ---------------------------------------------------------------------- the plan table
+def plan_frame(grids: dict[str, list[RunConfig] | None], results_dir: str | os.PathLike | None,
+               probe: bool = True, device: str = "auto", dry_run_csv: str | os.PathLike | None = None,
+               progress: bool = True) -> pd.DataFrame:
+    """One row per notebook (runs, stored, to run, runs whose data are missing here, estimated
+    hours) and a total row over the union of their runs (a run shared by notebooks counts once).
+
+    Every run's hours come from one set of rates, so the total is the sum over the union: at
+    least any row, at most their sum. ``frame.attrs`` holds the unit, the device, the reasons
+    runs cannot run here and where the rates came from.
+    """
+    from fedlib.orchestration import timing
+
+    union = {c.hash(): c for configs in grids.values() for c in configs or []}
+    to_run = [c for c in union.values() if not store.is_stored(c, results_dir)]
+    probe = probe and not render_only()
+    rates = timing.plan_rates(list(union.values()), results_dir, device, probe, dry_run_csv, progress)
+    rows = [_row(name, configs, results_dir, rates, device) for name, configs in grids.items() if configs is not None]
+    total = _row(TOTAL_ROW, list(union.values()), results_dir, rates, device)
+    frame = pd.DataFrame(rows + [total])
+    frame.attrs.update(unit=timing.hours_unit(device), device=timing.device_label(device),
+                       no_data=missing_reasons(to_run), sources=rates.sources(to_run), probes=rates.probes_run,
+                       unknown=total.pop("unknown"))
+    return frame.drop(columns="unknown")
+
+
+def _row(name: str, configs: list[RunConfig], results_dir, rates, device: str) -> dict:
+    plan = report.estimate_plan(configs, results_dir, rates=rates, device=device)
+    return {"notebook": name, "runs": plan["runs"], "stored": plan["stored"], "to run": plan["to_run"],
+            "no data here": sum(plan["no_data"].values()), "hours": plan["hours"], "unknown": plan["unknown"]}
+
+
+def missing_reasons(configs: Sequence[RunConfig]) -> dict[str, str]:
+    """Dataset -> why its runs cannot run here: '<n> runs: cifar100 missing in /data (...)'."""
+    counts: dict[tuple, int] = {}
+    for cfg in configs:
+        counts[(cfg.dataset, cfg.data_dir)] = counts.get((cfg.dataset, cfg.data_dir), 0) + 1
+    reasons = {}
+    for (dataset, data_dir), count in sorted(counts.items(), key=lambda item: str(item[0])):
+        if data.missing_dataset_message(dataset, data_dir) is not None:
+            reasons[dataset] = f"{count} run(s): {dataset} missing in {_data_folder(data_dir)}"
+    return reasons
+
+
+def _data_folder(data_dir: str | None) -> str:
+    if data_dir:
+        return str(data_dir)
+    if os.environ.get("FEDLIB_DATA"):
+        return f"$FEDLIB_DATA ({os.environ['FEDLIB_DATA']})"
+    return "the fedlib data cache (set FEDLIB_DATA or --data)"
+
+
+def format_plan(frame: pd.DataFrame, profile: str, device: str) -> str:
+    """The plan as a text table: what the hours count and where, then why runs cannot run here."""
+    unit = frame.attrs.get("unit", "hours")
+    shown = frame.rename(columns={"hours": unit})
+    text = shown.to_string(index=False, formatters={unit: "{:,.2f}".format})
+    lines = [f"plan for the {profile!r} profile: hours of training still to do, estimated for "
+             f"{frame.attrs.get('device', device)} (--device {device}), in {unit}", text]
+    for dataset, reason in frame.attrs.get("no_data", {}).items():
+        lines.append(f"cannot run here: {reason}; estimated from a stand-in of its shape")
+    if frame.attrs.get("unknown"):
+        lines.append(f"{frame.attrs['unknown']} run(s) have no time estimate (no stored run, no probe)")
+    sources = ", ".join(f"{n} from {source}" for source, n in sorted(frame.attrs.get("sources", {}).items()))
+    if sources:
+        lines.append(f"seconds per image of the (dataset, model, method) kinds: {sources}; "
+                     f"{frame.attrs.get('probes', 0)} probe(s) run now")
+    return "\n".join(lines)
+
+
+@contextlib.contextmanager
+def _replaced(owner, name: str, value) -> Iterator[None]:
+    original = getattr(owner, name)
+    setattr(owner, name, value)
+    try:
+        yield
+    finally:
+        setattr(owner, name, original)

@@ -1,0 +1,512 @@
+"""One figure style for every notebook, and the plot types the papers use.
+
+Every function draws on a given (or new) matplotlib Axes and returns it; :func:`save_figure`
+writes PNG and PDF side by side into ``figures/``, with a provenance stamp under the figure
+(profile, data scale, seeds: :func:`provenance`). Titles and legends show names in words
+(:func:`display_name`: "Fashion-MNIST, LeNet-5", not "fashion_mnist, lenet5"); legends sit
+outside the axes (or below a row of panels: :func:`shared_legend`) so they never cover data.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+import pandas as pd
+
+from fedlib.errors import FedlibError
+from fedlib.reporting.notebook import shown_path
+
+PALETTE = "colorblind"
+# One colour per method in a figure of several methods: hues told apart at a glance (no two
+# oranges) and never the grey that backgrounds and shadings use.
+DISTINCT_COLOURS = ("#0173b2", "#d55e00", "#029e73", "#cc78bc", "#56b4e9", "#000000", "#e6ab02", "#8c564b",
+                    "#7570b3", "#999933")
+
+# Identifiers (datasets, models, methods, partitions) as a reader writes them; one flat table,
+# since the four namespaces share no key. Unknown identifiers are shown unchanged.
+DISPLAY_NAMES: dict[str, str] = {
+    # datasets
+    "mnist": "MNIST", "fashion_mnist": "Fashion-MNIST", "cifar10": "CIFAR-10", "cifar100": "CIFAR-100",
+    "tinyimagenet": "Tiny-ImageNet", "cinic10": "CINIC-10", "femnist": "FEMNIST",
+    "office_caltech10": "Office-Caltech-10", "digits": "scikit-learn digits", "synthetic": "synthetic data",
+    # models
+    "mlp": "MLP", "lenet5": "LeNet-5", "simple_cnn": "simple CNN", "cnn2": "2-conv CNN",
+    "convnet_s": "ConvNet-S", "vgg9": "VGG-9", "resnet8": "ResNet-8", "resnet32": "ResNet-32",
+    "resnet56": "ResNet-56", "resnet18": "ResNet-18", "resnet18_imagenet": "ResNet-18 (ImageNet stem)",
+    "resnet50": "ResNet-50", "mobilenetv2": "MobileNetV2", "alexnet": "AlexNet",
+    # methods
+    "fedavg": "FedAvg", "fedprox": "FedProx", "fedavgm": "FedAvgM", "scaffold": "SCAFFOLD",
+    "moon": "MOON", "fednova": "FedNova", "fedntd": "FedNTD", "fedrs": "FedRS", "fedlc": "FedLC",
+    "fedvls": "FedVLS", "feded": "FedED", "fedlmd": "FedLMD", "fedlmd_tf": "FedLMD-Tf",
+    "fedcsd": "FedCSD", "pkd": "PKD", "fedkd": "FedKD", "fedgkd": "FedGKD", "fedproto": "FedProto",
+    "fedsam": "FedSAM", "fedexp": "FedExP", "fedcurv": "FedCurv", "fedmr": "FedMR", "fedgf": "FedGF",
+    "fedconcat": "FedConcat", "fedcodl": "FedCoDL", "fedavg_kd": "FedAvg + KD",
+    "feature_kd": "feature KD", "fedavg_feature_kd": "FedAvg + feature KD", "focal": "focal loss",
+    "focal_loss": "focal loss", "label_smoothing": "label smoothing",
+    # partitions
+    "iid": "IID", "dirichlet": "Dirichlet", "shards": "shards", "quantity": "quantity skew",
+    "pathological": "pathological", "balanced": "balanced", "natural": "natural (by writer or domain)",
+    # augmentation presets
+    "crop_flip": "crop + flip", "crop_flip_cutout": "crop + flip + Cutout", "reflect_crop_flip": "reflect crop + flip",
+    "crop_flip_autoaugment": "crop + flip + AutoAugment", "autoaugment": "AutoAugment",
+}
+
+
+def display_name(identifier) -> str:
+    """``identifier`` in words (``"fashion_mnist"`` -> ``"Fashion-MNIST"``); composed methods
+    (``"fedlmd+fedprox"``) name each part; anything unknown comes back unchanged."""
+    text = str(identifier)
+    if re.fullmatch(r"\w+(\+\w+)+", text):
+        return " + ".join(display_name(part) for part in text.split("+"))
+    return DISPLAY_NAMES.get(text, text)
+
+
+def display_names(*identifiers, sep: str = ", ") -> str:
+    """Several identifiers in words, joined: ``display_names("cifar10", "cnn2")`` ->
+    ``"CIFAR-10, 2-conv CNN"`` (the usual figure title)."""
+    return sep.join(display_name(i) for i in identifiers)
+
+
+def partition_label(cfg) -> str:
+    """A run's label partition in words: ``Dir(β=0.5)``, ``quantity skew, 2 classes per client``, ``IID``."""
+    if cfg.partition == "dirichlet":
+        return f"Dir(β={cfg.beta:g})"
+    if cfg.partition in ("quantity", "pathological"):
+        return f"{display_name(cfg.partition)}, {cfg.classes_per_client} classes per client"
+    if cfg.partition == "shards":
+        return f"shards, {cfg.shards_per_client} per client"
+    return display_name(cfg.partition)
+
+
+# ---------------------------------------------------------------- provenance stamp
+SPLIT_WORDS = {"holdout_10": "90 % of the train set, tested on the held-out 10 %",
+               "pooled_75_25": "train + test pooled, 75/25 split",
+               "pooled_75_25_train_eval": "train + test pooled, 75 % trained and tested on"}
+
+
+def data_scale(cfg) -> str:
+    """How much of its dataset a run used: ``"2,000 train images"``, ``"3,000 train / 1,000 test
+    images"`` or ``"full data"``; a re-split dataset (``dataset_options["split"]``) says how."""
+    split = (getattr(cfg, "dataset_options", None) or {}).get("split", "standard")
+    scale = _subset_scale(cfg)
+    if split == "standard":
+        return scale
+    words = SPLIT_WORDS.get(split, f"split {split}")
+    return words if scale == "full data" else f"{words}, {scale}"
+
+
+def _subset_scale(cfg) -> str:
+    train, test = cfg.max_train_samples, cfg.max_test_samples
+    if train and test:
+        return f"{train:,} train / {test:,} test images"
+    if train:
+        return f"{train:,} train images"
+    if test:
+        return f"full train set, {test:,} test images"
+    return "full data"
+
+
+def _seeds_text(seeds: Sequence[int]) -> str:
+    seeds = sorted(set(seeds))
+    if len(seeds) == 1:
+        return f"seed {seeds[0]}"
+    if len(seeds) > 3 and seeds == list(range(seeds[0], seeds[-1] + 1)):
+        return f"seeds {seeds[0]}-{seeds[-1]}"
+    return "seeds " + ", ".join(str(s) for s in seeds)
+
+
+def provenance(profile: str | None, runs: Sequence = ()) -> str:
+    """The stamp :func:`save_figure` puts under a figure: profile, dataset and data scale, seeds.
+
+    ``runs``: the RunConfigs (or RunResults, anything with ``.config``) behind the figure, e.g.
+    ``"profile quick · CIFAR-10, 3,000 train / 1,000 test images · seed 0"``.
+    """
+    configs = [getattr(run, "config", run) for run in runs  # a not-run placeholder is behind no figure
+               if not getattr(run, "summary", {}).get("not_run")]
+    scales = dict.fromkeys(f"{display_name(c.dataset)}, {data_scale(c)}" for c in configs)
+    per_cell = Counter(c.replace(seed=0).hash() for c in configs)
+    seeds = _seeds_text([c.seed for c in configs]) if configs else ""
+    if len(set(per_cell.values())) > 1:
+        seeds += f" ({min(per_cell.values())} to {max(per_cell.values())} per cell)"
+    parts = [f"profile {profile}" if profile else "", "; ".join(scales), seeds]
+    return " · ".join(part for part in parts if part)
+
+
+def _renderer(fig):
+    """A renderer to measure ``fig``'s artists with (the Agg canvas every backend here uses)."""
+    canvas = fig.canvas
+    if not hasattr(canvas, "get_renderer"):
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+        canvas = FigureCanvasAgg(fig)
+    return canvas.get_renderer()
+
+
+def stamp_figure(fig, text: str):
+    """Write ``text`` small and grey under the bottom-right corner of everything ``fig`` draws
+    (axes, tick labels, figure legends), replacing an earlier stamp; returns the Text artist."""
+    from matplotlib.transforms import offset_copy
+
+    earlier = getattr(fig, "_fedlib_stamp", None)
+    if earlier is not None and earlier.figure is fig:
+        earlier.remove()
+    box = fig.get_tightbbox(_renderer(fig))  # inches
+    width, height = fig.get_size_inches()
+    below = offset_copy(fig.transFigure, fig=fig, y=-4, units="points")
+    fig._fedlib_stamp = fig.text(box.x1 / width, box.y0 / height, text, transform=below,
+                                 ha="right", va="top", fontsize=6.5, color="0.4")
+    return fig._fedlib_stamp
+
+
+def use_style() -> None:
+    """The project's figure style (seaborn whitegrid, colour-blind palette, compact fonts)."""
+    import matplotlib as mpl
+    import seaborn as sns
+
+    sns.set_theme(style="whitegrid", palette=PALETTE, font_scale=0.9)
+    mpl.rcParams.update({"figure.dpi": 110, "savefig.dpi": 160, "savefig.bbox": "tight",
+                         "axes.spines.top": False, "axes.spines.right": False})
+
+
+def _axes(ax=None, figsize=(5.0, 3.4)):
+    import matplotlib.pyplot as plt
+
+    if ax is None:
+        _, ax = plt.subplots(figsize=figsize)
+    return ax
+
+
+class SavedFiles(list):
+    """The paths a save wrote; a notebook cell ending in a save shows them as one plain line."""
+
+    def __repr__(self) -> str:
+        return "saved " + ", ".join(str(path) for path in self)
+
+
+def save_figure(fig, name: str, figures_dir: str | Path = "figures", *, profile: str | None = None,
+                runs: Sequence = (), stamp: str | None = None) -> SavedFiles:
+    """Save ``fig`` as ``<figures_dir>/<name>.png`` and ``.pdf``; returns both paths (relative to
+    the working folder inside the repository: :func:`fedlib.reporting.notebook.shown_path`).
+
+    ``profile`` and ``runs`` (the RunConfigs or RunResults behind the figure) stamp it with its
+    provenance (:func:`provenance`); ``stamp`` gives the stamp's text directly.
+    """
+    text = stamp or (provenance(profile, runs) if profile or runs else None)
+    if text:
+        stamp_figure(fig, text)
+    folder = Path(figures_dir)
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = [folder / f"{name}.png", folder / f"{name}.pdf"]
+    for path in paths:
+        fig.savefig(path, bbox_inches="tight")  # tight: the stamp and outside legends are kept
+    return SavedFiles(shown_path(path) for path in paths)
+
+
+# ---------------------------------------------------------------- legends that cover no data
+def place_legend(ax, where: str | None = "outside", **kwargs):
+    """Put ``ax``'s legend ``"outside"`` (right of the axes, top-aligned: never over data),
+    ``"best"`` (matplotlib's least-covering spot inside) or nowhere (None); returns it."""
+    if where is None or not ax.get_legend_handles_labels()[0]:
+        return None
+    options = {"frameon": False, "fontsize": "small", **kwargs}
+    if where == "outside":
+        options = {"loc": "upper left", "bbox_to_anchor": (1.01, 1.0), "borderaxespad": 0.0, **options}
+    else:
+        options = {"loc": where, **options}
+    return ax.legend(**options)
+
+
+def shared_legend(fig, axes=None, ncol: int | None = None, tight_layout: bool = True, **kwargs):
+    """One legend for a figure of panels, centred below all of them, in place of the panels' own.
+
+    Collects every labelled artist of ``axes`` (default: all of ``fig``'s), once per label,
+    removes the panels' legends and (``tight_layout``) lays the panels out again without them.
+    Call it last, after any ``fig.tight_layout()``, which ignores figure legends. Returns the
+    legend (None when nothing is labelled).
+    """
+    axes = [ax for ax in np.ravel(fig.axes if axes is None else axes) if ax.get_visible()]
+    handles: dict[str, object] = {}
+    for ax in axes:
+        for handle, label in zip(*ax.get_legend_handles_labels()):
+            if not label.startswith("_"):
+                handles.setdefault(label, handle)
+        if ax.get_legend() is not None:
+            ax.get_legend().remove()
+    if not handles:
+        return None
+    if tight_layout:
+        fig.tight_layout()
+    renderer = _renderer(fig)
+    bottom = min(ax.get_tightbbox(renderer).y0 for ax in axes) / fig.bbox.height
+    options = {"loc": "upper center", "bbox_to_anchor": (0.5, bottom), "frameon": False,
+               "fontsize": "small", "ncol": ncol or min(len(handles), 6), **kwargs}
+    return fig.legend(list(handles.values()), list(handles), **options)
+
+
+def accuracy_curves(curves: dict[str, Sequence[float]], ax=None, rounds: Sequence[int] | None = None,
+                    ylabel: str = "test accuracy (%)", title: str | None = None, std: dict | None = None,
+                    legend: str | None = "outside"):
+    """One line per method: accuracy (fractions, shown in %) against the round.
+
+    Labels are shown in words (method ids through :func:`display_name`); ``legend`` is
+    :func:`place_legend`'s ``where``.
+    """
+    from matplotlib.ticker import MaxNLocator
+
+    ax = _axes(ax)
+    for label, values in curves.items():
+        values = np.asarray(values, dtype=float) * 100
+        x = np.asarray(rounds if rounds is not None else np.arange(1, len(values) + 1))[: len(values)]
+        line, = ax.plot(x, values, label=display_name(label), lw=1.6)
+        if std and label in std:
+            spread = np.asarray(std[label], dtype=float) * 100
+            ax.fill_between(x, values - spread, values + spread, color=line.get_color(), alpha=0.2)
+    ax.set_xlabel("communication round")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_ylabel(ylabel)
+    if title:
+        ax.set_title(title)
+    place_legend(ax, legend)
+    return ax
+
+
+def curve_panels(results, key: str = "accuracy", ylabel: str = "test accuracy (%)", columns: int = 3):
+    """One panel per (dataset, partition setting) of ``results`` that holds stored rounds, one
+    line per method: ``key`` against the round, the mean over its seeds with a band of one
+    standard deviation where it has several (a seed that stopped early, e.g. diverged, counts in
+    the rounds it has); runs without rounds (not run) are left out. Each method keeps its colour in
+    every panel and has one legend entry; each panel's title says how many seeds each line
+    averages. Titles and labels are in words; one legend below the panels. Returns the figure,
+    or None when no run has rounds."""
+    import matplotlib.pyplot as plt
+
+    panels: dict[str, dict[str, list]] = {}
+    for result in results:
+        rows = [r for r in result.rounds if key in r]
+        if rows:
+            title = f"{display_name(result.config.dataset)}, {partition_label(result.config)}"
+            curve = pd.Series([r[key] for r in rows], index=[r["round"] + 1 for r in rows])
+            panels.setdefault(title, {}).setdefault(result.config.method, []).append(curve)
+    if not panels:
+        return None
+    methods = list(dict.fromkeys(m for lines in panels.values() for m in lines))
+    count = len(panels)
+    width = min(columns, count)
+    height = -(-count // width)
+    fig, axes = plt.subplots(height, width, figsize=(4.6 * width, 3.6 * height), squeeze=False)
+    for ax, (title, lines) in zip(axes.flat, panels.items()):
+        for method, curves in lines.items():
+            seeds = pd.concat(curves, axis=1) * 100
+            mean, colour = seeds.mean(axis=1), method_colour(method, methods)
+            ax.plot(mean.index, mean.values, label=display_name(method), color=colour, lw=1.4)
+            if len(curves) > 1:
+                spread = seeds.std(axis=1, ddof=0)
+                ax.fill_between(mean.index, mean - spread, mean + spread, color=colour, alpha=0.15, lw=0)
+        ax.set_title(f"{title}\n{seed_note({m: len(c) for m, c in lines.items()})}")
+        ax.set_xlabel("communication round")
+        ax.set_ylabel(ylabel)
+    for ax in list(axes.flat)[count:]:
+        ax.set_visible(False)
+    shared_legend(fig)
+    return fig
+
+
+# What tells a table's rows apart (the rest of a config that varies tells its columns apart);
+# what never does (where a run happened, and its seed, which the lines average over).
+ROW_FIELDS = ("method", "method_args", "augmentation")
+UNCOMPARED_FIELDS = ("seed", "device", "data_dir", "results_dir", "download", "backend", "channels_last")
+TABLE_METRICS = {"accuracy": "test accuracy (%)", "worst_class": "worst class accuracy (%)"}
+
+
+def table_curves(results, metric: str = "accuracy", columns: int = 3):
+    """The runs behind a table, per round: one panel per column setting (every config field that
+    varies over ``results`` other than the row's method, its arguments and augmentation), one line
+    per row (mean over its seeds, band of one std), one colour per row in every panel; each panel's
+    title says how many seeds each line averages. ``metric``: ``"accuracy"`` or ``"worst_class"``
+    (the lowest class accuracy of each round). Runs without stored rounds are left out; returns
+    None when none has any."""
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
+
+    if metric not in TABLE_METRICS:
+        raise FedlibError(f"metric {metric!r} is not one of {', '.join(TABLE_METRICS)}")
+    curves = [(r.config, _metric_curve(r, metric)) for r in results]
+    curves = [(cfg, curve) for cfg, curve in curves if curve is not None]
+    if not curves:
+        return None
+    varying = _varying_fields([cfg for cfg, _ in curves])
+    titled = [(_column_title(cfg, [f for f in varying if f not in ROW_FIELDS]), cfg, curve) for cfg, curve in curves]
+    arguments = _varying_arguments(titled)
+    panels: dict[str, dict[str, list]] = {}
+    for title, cfg, curve in titled:
+        label = _row_label(cfg, "augmentation" in varying, arguments.get(cfg.method, ()))
+        panels.setdefault(title, {}).setdefault(label, []).append((cfg.seed, curve))
+    rows = list(dict.fromkeys(label for lines in panels.values() for label in lines))
+    width = min(columns, len(panels))
+    height = -(-len(panels) // width)
+    fig, axes = plt.subplots(height, width, figsize=(4.6 * width, 3.6 * height), squeeze=False)
+    for ax, (title, lines) in zip(axes.flat, panels.items()):
+        for label, seeds in lines.items():
+            frame = pd.concat([curve for _, curve in seeds], axis=1) * 100
+            mean, colour = frame.mean(axis=1), method_colour(label, rows)
+            ax.plot(mean.index, mean.values, label=label, color=colour, lw=1.4)
+            if len(seeds) > 1:
+                spread = frame.std(axis=1, ddof=0)
+                ax.fill_between(mean.index, mean - spread, mean + spread, color=colour, alpha=0.15, lw=0)
+        counts = {label: len({seed for seed, _ in seeds}) for label, seeds in lines.items()}
+        ax.set_title(f"{title}\n{seed_note(counts)}")
+        ax.set_xlabel("communication round")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.set_ylabel(TABLE_METRICS[metric])
+    for ax in list(axes.flat)[len(panels):]:
+        ax.set_visible(False)
+    shared_legend(fig, ncol=max(1, min(len(rows), 6, 120 // max(len(label) for label in rows))))  # long labels: fewer columns
+    return fig
+
+
+def _metric_curve(result, metric: str) -> pd.Series | None:
+    """``metric`` of ``result`` per round (rounds counted from 1), or None without stored rounds."""
+    rows = [r for r in getattr(result, "rounds", None) or []
+            if ("accuracy" in r if metric == "accuracy" else r.get("class_accuracy"))]
+    if not rows:
+        return None
+    values = [r["accuracy"] if metric == "accuracy" else min(r["class_accuracy"]) for r in rows]
+    return pd.Series(values, index=[r["round"] + 1 for r in rows])
+
+
+def _varying_fields(configs) -> list[str]:
+    """The config fields whose value differs between ``configs`` (seed and location fields aside)."""
+    records = [cfg.to_dict() for cfg in configs]
+    return [name for name in records[0] if name not in UNCOMPARED_FIELDS
+            and len({repr(record[name]) for record in records}) > 1]
+
+
+PARTITION_FIELDS = ("partition", "beta", "shards_per_client", "classes_per_client", "quantity_split")
+
+
+def _column_title(cfg, fields: Sequence[str]) -> str:
+    """A table column in words: the dataset and partition, then any other field that varies."""
+    parts = [display_name(cfg.dataset), partition_label(cfg)]
+    if "model" in fields:
+        parts.append(display_name(cfg.model))
+    parts += [f"{name.replace('_', ' ')} {getattr(cfg, name)}" for name in fields
+              if name not in ("dataset", "model", *PARTITION_FIELDS)]
+    return ", ".join(parts)
+
+
+def _varying_arguments(titled) -> dict[str, list[str]]:
+    """Method -> the arguments that tell two of its rows apart in one panel (``titled``: (panel
+    title, config, curve) triples); an argument that changes only from panel to panel, such as a
+    per-dataset default, names no row, so a method keeps one legend entry."""
+    by_panel: dict[tuple[str, str], list[dict]] = {}
+    for title, cfg, _ in titled:
+        by_panel.setdefault((title, cfg.method), []).append(cfg.resolved_method_args())
+    arguments: dict[str, set[str]] = {}
+    for (_, method), args in by_panel.items():
+        keys = {k for a in args for k in a if len({repr(b.get(k)) for b in args}) > 1}
+        arguments.setdefault(method, set()).update(keys)
+    return {method: sorted(keys) for method, keys in arguments.items()}
+
+
+def _row_label(cfg, augmentation: bool, arguments: Sequence[str]) -> str:
+    """A table row in words: the method, with the arguments (and augmentation) its rows differ in."""
+    label = display_name(cfg.method)
+    if arguments:
+        resolved = cfg.resolved_method_args()
+        label += " (" + ", ".join(f"{k} {resolved.get(k)}" for k in arguments) + ")"
+    if augmentation and cfg.augmentation != "auto":  # the dataset's default preset goes unnamed
+        label += f", {display_name(cfg.augmentation)}"
+    return label
+
+
+def method_colour(method: str, methods: Sequence[str]) -> str:
+    """``method``'s colour among ``methods`` (the figure's, in order): one of :data:`DISTINCT_COLOURS`."""
+    return DISTINCT_COLOURS[list(methods).index(method) % len(DISTINCT_COLOURS)]
+
+
+def seed_note(counts: dict[str, int]) -> str:
+    """How many seeds each method's line averages, in few words: ``"3 seeds each"``, or the most
+    common count and the exceptions, ``"3 seeds; 1: FedProx, FedLC"``."""
+    common = Counter(counts.values()).most_common(1)[0][0]
+    plural = lambda n: f"{n} seed{'s' if n != 1 else ''}"  # noqa: E731
+    others = {}
+    for method, n in counts.items():
+        if n != common:
+            others.setdefault(n, []).append(display_name(method))
+    if not others:
+        return f"{plural(common)} each" if len(counts) > 1 else plural(common)
+    return "; ".join([plural(common), *(f"{n}: {', '.join(names)}" for n, names in sorted(others.items()))])
+
+
+# Shadings behind class-wise bars: a hatched grey and a pale yellow, told apart in colour, in
+# grey-scale print and from the bars' own palette colours (blue, orange, green).
+CLASS_SHADES = {"vacant": {"facecolor": "0.82", "hatch": "///", "edgecolor": "0.55"},
+                "minority": {"facecolor": "#f3e38a"}, "majority": {"facecolor": "#cfe8cf"}}
+
+
+def class_accuracy_bars(series: dict[str, Sequence[float]], class_names: Sequence[str], ax=None,
+                        marks: dict[str, Sequence[int]] | None = None, title: str | None = None,
+                        legend: str | None = "outside"):
+    """Grouped bars of class-wise accuracy (%), one group per class, one bar per series.
+
+    ``marks`` maps a label ("vacant", "minority", "majority") to class indices shaded behind the
+    bars (:data:`CLASS_SHADES`); ``legend`` is :func:`place_legend`'s ``where``.
+    """
+    ax = _axes(ax, figsize=(6.4, 3.2))
+    names = list(series)
+    width = 0.8 / max(1, len(names))
+    x = np.arange(len(class_names))
+    for label, classes in (marks or {}).items():
+        shade = CLASS_SHADES.get(label, {"facecolor": "0.9"})
+        for i, c in enumerate(classes):
+            ax.axvspan(c - 0.45, c + 0.45, lw=0, zorder=0, label=f"{label} class" if i == 0 else None, **shade)
+    for i, name in enumerate(names):
+        ax.bar(x + (i - (len(names) - 1) / 2) * width, np.asarray(series[name]) * 100, width,
+               label=display_name(name), zorder=2)
+    ax.set_xticks(x, class_names, rotation=45, ha="right")
+    ax.set_ylabel("class accuracy (%)")
+    ax.set_ylim(0, 100)
+    if title:
+        ax.set_title(title)
+    place_legend(ax, legend, fontsize="x-small")
+    return ax
+
+
+def matrix_heatmap(matrix: np.ndarray, class_names: Sequence[str], ax=None, title: str | None = None,
+                   fmt: str = ".2f", cmap: str = "Blues", annotate: bool = True, xlabel: str = "predicted",
+                   ylabel: str = "true"):
+    """A labelled heat map (confusion matrices, distance matrices, mean softmax outputs)."""
+    import seaborn as sns
+
+    ax = _axes(ax, figsize=(5.2, 4.4))
+    sns.heatmap(matrix, annot=annotate, fmt=fmt, cmap=cmap, ax=ax, xticklabels=class_names,
+                yticklabels=class_names, cbar=True, annot_kws={"fontsize": 6})
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    if title:
+        ax.set_title(title)
+    return ax
+
+
+def embedding_scatter(embedding: np.ndarray, labels: np.ndarray, class_names: Sequence[str], ax=None,
+                      title: str | None = None, legend: str | None = "outside"):
+    """2-D scatter of a t-SNE embedding coloured by class; ``legend`` is :func:`place_legend`'s
+    ``where`` (several panels: pass None and call :func:`shared_legend`)."""
+    import seaborn as sns
+
+    ax = _axes(ax, figsize=(4.6, 4.2))
+    colours = sns.color_palette("tab10", n_colors=max(10, len(class_names)))
+    for c, name in enumerate(class_names):
+        mask = labels == c
+        if mask.any():
+            ax.scatter(embedding[mask, 0], embedding[mask, 1], s=4, color=colours[c], label=name, alpha=0.7)
+    ax.set_xticks([])
+    ax.set_yticks([])
+    if title:
+        ax.set_title(title)
+    place_legend(ax, legend, fontsize="x-small", markerscale=3)
+    return ax
