@@ -16,15 +16,7 @@ cd "$(dirname "$0")/.."
 seconds=$1 notebook=$2 profile=$3 where=$4; shift 4
 results=${DEVICE_RESULTS:-/tmp/fedlib-device-results}
 mkdir -p "$results"
-if [ -z "${FEDLIB_DATA:-}" ] && ls .carry/*/raw/*.gz >/dev/null 2>&1; then  # the carried data sets
-  export FEDLIB_DATA=/tmp/fedlib-device-data
-  for f in .carry/*/raw/*.gz; do
-    name=$(basename "$(dirname "$(dirname "$f")")")
-    mkdir -p "$FEDLIB_DATA/$name/raw"
-    out="$FEDLIB_DATA/$name/raw/$(basename "${f%.gz}")"
-    [ -f "$out" ] || gunzip -c "$f" > "$out"
-  done
-fi
+. benchmarks/unpack_carry.sh && unpack_carry /tmp/fedlib-device-data  # the carried data sets, if any
 set -f; extra=(${EXTRA:-}); set +f  # words, never file-name patterns
 export PYTHONUNBUFFERED=1 PYTHONPATH="$PWD" FEDLIB_THREADS=${FEDLIB_THREADS:-4}
 pids=()

@@ -29,15 +29,7 @@ ARGS=("$@")
 [ ${#ARGS[@]} -eq 0 ] && ARGS=(--device cuda)
 TINY=0; for a in "${ARGS[@]}"; do [ "$a" = "--tiny" ] && TINY=1; done
 
-if [ -z "${FEDLIB_DATA:-}" ] && ls .carry/*/raw/*.gz >/dev/null 2>&1; then
-  export FEDLIB_DATA=/tmp/fedlib-gpu-check-data
-  for f in .carry/*/raw/*.gz; do
-    name=$(basename "$(dirname "$(dirname "$f")")")
-    mkdir -p "$FEDLIB_DATA/$name/raw"
-    out="$FEDLIB_DATA/$name/raw/$(basename "${f%.gz}")"
-    [ -f "$out" ] || gunzip -c "$f" > "$out"
-  done
-fi
+. benchmarks/unpack_carry.sh && unpack_carry /tmp/fedlib-gpu-check-data  # the carried data sets, if any
 export PYTHONUNBUFFERED=1 PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 
 # part and its limit in seconds (the smoke gives each part the same ample limit)
