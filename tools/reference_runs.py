@@ -43,19 +43,27 @@ def selected_configs(notebook: str, profile: str, where: dict[str, str], methods
     parameters = {**profiles[profile], **build_overrides(profile, "cpu", None, ROOT / "results", ROOT / "figures",
                                                          ROOT / "tables"), **overrides}
     configs = declared_configs(path, parameters) or []
-    unknown = sorted(key for key in where if configs and not hasattr(configs[0], key))
+    unknown = sorted(key for key in where if configs and not key.startswith("method_args.")
+                     and not hasattr(configs[0], key))
     if unknown:
         raise FedlibError(f"--where {', '.join(unknown)}: not a run field; use fields such as dataset, partition, "
-                          "beta, clients, model, method or seed")
+                          "beta, clients, model, method, seed or method_args.NAME")
     keep = []
     for cfg in configs:
         if methods and cfg.method not in methods:
             continue
-        if all(str(getattr(cfg, key)) == value for key, value in where.items()):
+        if all(str(field_value(cfg, key)) == value for key, value in where.items()):
             keep.append(cfg)
     if methods:  # in the order asked for
         keep.sort(key=lambda c: methods.index(c.method))
     return list({c.hash(): c for c in keep}.values())
+
+
+def field_value(cfg, key: str):
+    """A run field, or one of its method's arguments named ``method_args.NAME`` (None when unset)."""
+    if key.startswith("method_args."):
+        return dict(cfg.method_args or {}).get(key.split(".", 1)[1])
+    return getattr(cfg, key)
 
 
 def resume_threads(folder: Path, threads: int) -> int:
