@@ -2,6 +2,7 @@
 them resolves, and the results page keeps, for each claim not reproduced, what was ruled out."""
 
 import re
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -55,3 +56,51 @@ def test_the_results_page_shows_the_full_scale_curves_as_pictures():
     pictures = re.findall(r"!\[[^\]]*\]\(([^)]+)\)", (ROOT / "docs" / "results.md").read_text(encoding="utf-8"))
     assert len(pictures) >= 3 and all(p.startswith("../figures/paper/") for p in pictures)
     assert all((ROOT / "docs" / p).resolve().is_file() for p in pictures)
+
+
+FACTS = ROOT / "docs" / "facts.md"
+# The folders that are results stores (runs as they were stored), not the project's own text.
+STORES = ("reference_results/", "parked/", "results/")
+TEXT_SUFFIXES = {".py", ".md", ".ipynb", ".csv", ".yaml", ".yml", ".sh", ".txt", ".toml", ".html", ".cfg"}
+
+
+def project_files() -> list[Path]:
+    """The repository's text files outside the results stores (git's list where git answers)."""
+    try:
+        listed = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard"], cwd=ROOT,
+                                capture_output=True, text=True, timeout=60)
+        names = listed.stdout.splitlines() if listed.returncode == 0 else None
+    except (OSError, subprocess.TimeoutExpired):
+        names = None
+    if names is None:
+        names = [str(p.relative_to(ROOT)) for p in ROOT.rglob("*")
+                 if p.is_file() and not {".git", ".venv", "output"} & set(p.relative_to(ROOT).parts)]
+    return [ROOT / n for n in names if not n.startswith(STORES) and Path(n).suffix in TEXT_SUFFIXES
+            and (ROOT / n).is_file()]
+
+
+def heading_anchors(path: Path) -> set[str]:
+    """The anchors GitHub gives a page's headings: lower case, punctuation dropped, spaces as '-'."""
+    headings = re.findall(r"^#{1,6} (.+)$", path.read_text(encoding="utf-8"), flags=re.M)
+    anchors = [re.sub(r"[^\w\- ]", "", h.strip().lower()).replace(" ", "-") for h in headings]
+    assert len(set(anchors)) == len(anchors), f"{path.name}: two headings share an anchor"
+    return set(anchors)
+
+
+def test_no_file_cites_the_reproduction_notes_that_the_repository_lacks():
+    """The facts the project relies on are docs/facts.md; the notes they came from are not in
+    the repository, so nothing may send a reader there."""
+    missing = "REPRODUCTION" + "_NOTES"  # spelled in two parts so this file does not cite it
+    citing = [str(p.relative_to(ROOT)) for p in project_files()
+              if missing in p.read_text(encoding="utf-8", errors="replace")]
+    assert not citing, f"{citing} cite {missing}; link the section of docs/facts.md instead"
+
+
+def test_links_into_the_facts_page_name_its_sections():
+    anchors = heading_anchors(FACTS)
+    broken = [f"{p.relative_to(ROOT)}: #{a}" for p in project_files()
+              for a in re.findall(r"facts\.md#([\w-]+)", p.read_text(encoding="utf-8", errors="replace"))
+              if a not in anchors]
+    broken += [f"docs/facts.md: #{a}" for a in re.findall(r"\]\(#([\w-]+)\)", FACTS.read_text(encoding="utf-8"))
+               if a not in anchors]
+    assert not broken, f"links to sections docs/facts.md does not have: {broken}"

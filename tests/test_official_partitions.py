@@ -1,7 +1,7 @@
 """The FedVLS authors' data handling, offered as options: their quantity split, their pooled
 75/25 MNIST split, and their drop_last client loaders.
 
-Facts (REPRODUCTION_NOTES.md and krumpguo/FedVLS): ``system/dataset_utils.py`` cuts each class of
+Facts (docs/facts.md#quantity, from krumpguo/FedVLS): ``system/dataset_utils.py`` cuts each class of
 the "s" partition with ``np.random.randint(max(fair/10, 10/C), high, holders-1)``, high = the class
 size on CIFAR-10 and ``fair`` otherwise; ``system/data/generate_mnist.py`` pools MNIST's train and
 test sets, keeps 75 % for training and builds its client loaders with ``drop_last=True``.

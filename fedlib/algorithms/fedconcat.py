@@ -2,39 +2,24 @@
 
 "Exploiting Label Skews in Federated Learning with Model Concatenation". Under label skew,
 clients with similar label distributions can share a model without much drift, and the
-encoders of several such models together see every class. FedConcat runs in two stages:
+encoders of several such models together see every class. Before round 0 the clients' label
+distributions p_k(c) are clustered by k-means into ``clusters`` groups (the paper's K). In the
+encoder stage (rounds 0 .. encoder_rounds - 1) each cluster trains its own full model by FedAvg
+among its members, all from the same initial weights. In the classifier stage the K encoders are
+frozen and concatenated ([f_1(x), ..., f_K(x)], K * D wide) and a new linear classifier is
+trained by FedAvg over all clients, ``classifier_steps`` SGD steps a client per round (0: its
+full local epochs), averaged without weights. ``head_init="clusters"`` starts that classifier from
+the cluster classifiers side by side with their biases summed (their logits' sum).
 
-1. Clustering (before round 0). Client k's label distribution p_k(c) = n_{k,c} / n_k is
-   clustered by k-means into ``clusters`` groups (the paper's K; FedVLS uses K in {2, 4}).
-2. Encoder stage (rounds 0 .. encoder_rounds - 1). Each cluster trains its own full model
-   (encoder + classifier, cross-entropy) by FedAvg among its members, weighted by sample
-   counts. All cluster models start from the same initial weights.
-3. Classifier stage (the remaining rounds). The K encoders are frozen and concatenated, so a
-   sample's representation is [f_1(x), ..., f_K(x)] (K * D wide), and a new linear classifier
-   (K * D -> C) is trained by FedAvg over all clients. Each client takes ``classifier_steps``
-   SGD steps per round (3 in the official code; 0 = its full local epochs) and the server
-   averages the classifiers without weights, as the official code does because every client
-   moves the same number of steps.
-
-The classifier starts from random weights, or (``head_init="clusters"``, the official code's
-choice for CIFAR-100 and TinyImageNet) from the cluster classifiers placed side by side with
-their biases summed: that head outputs the sum of the cluster models' logits.
-
-How it maps onto the engine (the run's ``rounds`` = encoder rounds + classifier rounds):
-- the cluster models and the classifier live in ``server.extras["fedconcat"]`` (checkpointed);
-- in the encoder stage a client's local model is loaded with its cluster's weights before its
-  first step; in the classifier stage the client trains the concatenated classifier instead
-  and leaves the engine's local model untouched;
-- the evaluated model (``eval_model``) is the concatenation: during the encoder stage it uses
-  the summed-logits head above, so the curve shows the ensemble of the cluster models;
-- ``server.model`` is NOT FedConcat's predictor (it has the wrong shape): during the encoder
-  stage it holds the sample-weighted average of all the round's local models, for reference.
-
-Differences from the official code: plain k-means everywhere (the official code uses a
-size-constrained k-means for CIFAR-100/TinyImageNet); the frozen encoders run in eval mode
-(BatchNorm running statistics, no updates); the run's momentum and weight decay apply to both
-stages. FedConcat cannot be combined with other methods ("fedconcat+x"): their hooks would see
-``server.model`` rather than the cluster models.
+How it maps onto the engine (the run's ``rounds`` = encoder rounds + classifier rounds): the
+cluster models and the classifier live in ``server.extras["fedconcat"]``; in the encoder stage a
+client's local model is loaded with its cluster's weights, in the classifier stage the client
+trains the concatenated classifier and leaves the engine's local model untouched. ``eval_model``
+is the concatenation (during the encoder stage with the summed-logits head, the ensemble of the
+cluster models); ``server.model`` is NOT the predictor (its shape is wrong): during the encoder
+stage it holds the sample-weighted average of the round's local models. FedConcat cannot be
+combined with other methods ("fedconcat+x"): their hooks would see ``server.model``.
+Differences from the official code: docs/facts.md#fedconcat.
 """
 
 from __future__ import annotations

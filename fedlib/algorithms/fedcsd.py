@@ -1,71 +1,25 @@
 """FedCSD (Yan et al., "Rethinking Client Drift in Federated Learning: A Logit Perspective").
 
 Local models drift from the global model in logit space; FedCSD distils a *refined* teacher
-into every local model, and filters the teacher's worst soft labels.
+into every local model, and filters the teacher's worst soft labels:
 
-Teacher (Eq. 12). A temporal moving average of the global models,
-``w_xi^{t+1} = alpha * w_xi^t + (1 - alpha) * w_G^{t+1}`` with ``w_xi^0 = w_G^0`` and
-alpha = 0.9, applied to every state entry (BatchNorm running statistics included; the integer
-``num_batches_tracked`` counter is copied from the global model). It is kept in
-``server.extras["fedcsd_teacher"]`` so a resumed run continues with the same teacher.
-``use_tma=False`` (Table III) uses the received global model as the teacher instead.
+- teacher: a moving average of the global models, ``w_xi <- alpha * w_xi + (1 - alpha) * w_G``
+  (Eq. 12), kept in ``server.extras["fedcsd_teacher"]``; ``use_tma=False`` uses the received
+  global model instead (Table III);
+- class prototypes: P_k[c], the mean teacher logit vector over client k's class-c samples,
+  averaged by the server into P_G (Eqs. 6-7, Alg. 1 lines 3-7);
+- similarity distillation: ``delta_hat = softmax_c cos(z_i, P_G[c])``, ``z_hat = delta_hat * z_xi``
+  and ``L_CSD = tau^2 * KL(softmax(z_hat / tau) || softmax(z_i / tau))`` (Eqs. 8-11);
+- adaptive mask: a sample is distilled only when the teacher's probability of its true class
+  exceeds 1/C (Eqs. 13-14; ``mask_type="hard"`` is Table IV's 1[argmax teacher = y], Eq. 16).
+  Local objective (Eq. 15): ``L = CE + mu * mean_i(M_i * L_CSD,i)``.
 
-Class prototypes (Eq. 6-7, Alg. 1 lines 3-7). At the start of round t every participating
-client k computes ``P_k[c]`` = the mean teacher logit vector over its class-c samples, a (C, C)
-matrix; the server averages them, ``P_G = mean_k P_k``. A class absent at a client has no
-prototype row there; the global row is the mean over the clients that hold the class. (Eq. 7's
-literal ``1/K`` sum with zero rows only rescales that row, and the cosine of Eq. 8 is blind
-to scale, so both readings give the same loss.) A class no participant holds keeps a zero row,
-whose cosine with any logit vector is 0.
-
-Class prototype similarity distillation (Eq. 8-11). For a sample with local logits z_i,
-``delta_c = cos(z_i, P_G[c])`` (Eq. 8), ``delta_hat = softmax(delta)`` (Eq. 9), and the refined
-teacher logits are ``z_hat = delta_hat * z_xi`` elementwise (Eq. 10). The distillation term is
-``tau^2 * KL(softmax(z_hat / tau) || softmax(z_i / tau))`` (Eq. 11 is written as the cross
-entropy; the KL differs by the teacher's entropy, a constant in the paper variant).
-
-Adaptive mask (Eq. 13-14). A sample is distilled only when the teacher's probability of its
-true class exceeds 1/C; ``mask_type="hard"`` is Table IV's forcible mask, 1[argmax teacher = y]
-(Eq. 16). Local objective (Eq. 15): ``L = CE + mu * mean_i(M_i * L_CSD,i)``.
-
-Variants:
-- ``paper``: prototypes aggregated by the server (Eq. 7), mask on the teacher's logits,
-  ``delta_hat`` treated as a constant (gradients reach the student only through its own
-  softmax), ``L = CE + mu * L_CSD``.
-- ``official`` (authors' code, IAMJackYan/FedCSD ``train_ours.py``): prototypes kept local
-  (``P_k`` instead of ``P_G``), mask on the refined logits ``z_hat``, gradients also flow
-  through ``delta_hat``, and ``L = (1 - mu) * CE + mu * L_CSD``. The code ran with mu = 0.5,
-  tau = 4; those are not switched on automatically: pass ``mu=0.5, tau=4`` with
-  ``variant="official"`` to match it. Two more differences follow the variant through
-  switches left at "auto":
-
-  * ``teacher_mode``: the code never puts the teacher in eval mode, so BatchNorm normalises with
-    the batch's statistics (and dropout is active) when the teacher gives the distillation
-    targets, the mask and the prototypes: "train" under official, "eval" under paper. Those
-    train-mode forwards do update the teacher module's running statistics in place in the
-    code, but train-mode BatchNorm never reads them and the code reloads the teacher from its
-    moving-average weights after every round (in its first round those weights alias the
-    module's buffers, so that round's updates enter the average's running statistics, which
-    are still never read). Here no forward pass touches the stored teacher
-    (``server.extras``), whose running statistics are therefore the plain moving average (they
-    differ from the code's only by that first-round drift); the round's teacher module is
-    reloaded from it every round. No output of the code or of this variant reads them.
-  * ``prototype_batches``: the code computes ``P_k`` from one pass over its training loader, i.e.
-    augmented, shuffled batches of the training batch size: "train" under official (one epoch
-    of :meth:`ClientData.train_batches`, from a generator seeded by (seed, round, client,
-    ``PROTOTYPE_STREAM``) so the training batches' stream is not consumed; dropout in that
-    pass draws from a private RNG seeded the same way); "eval" (one fixed-order pass without
-    augmentation) under paper. The code's loader also drops the last partial batch; this
-    pass keeps it, like the training batches here.
-
-Paper hyperparameters: mu = 0.001, tau = 10 (CIFAR-100, FEMNIST); mu = 0.5, tau = 4
-(Office-Caltech-10); alpha = 0.9. mu lies in [0, 1] (the official CE weight is 1 - mu; the
-paper's sweep is 0.001 to 1), alpha in [0, 1], tau > 0. Each client logs ``mask_filtered``, the
-fraction of its local samples the mask drops, measured before local training on its
-unaugmented data with the teacher in its mode (Fig. 5; in the official variant the student
-there is the received global model).
-
-The round's teacher module and prototypes live in ``server.cache["fedcsd_round"]`` (rebuilt
+mu = 0.001, tau = 10 (Office-Caltech-10: 0.5, 4), alpha = 0.9. ``variant="official"`` is the
+authors' code (local prototypes, mask on z_hat, gradient through delta_hat, ``(1 - mu) * CE``);
+its switches ``teacher_mode`` and ``prototype_batches`` follow the variant when left at "auto".
+What the code does and why fedlib reads it so: docs/facts.md#fedcsd, and for the two switches
+docs/facts.md#fedcsd-teacher-mode-and-prototype-batches. Each client logs ``mask_filtered`` (Fig.
+5). The round's teacher module and prototypes live in ``server.cache["fedcsd_round"]`` (rebuilt
 from ``server.extras`` after a resume, never checkpointed).
 """
 

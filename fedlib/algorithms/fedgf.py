@@ -15,20 +15,13 @@ perturbed model* computed by the server from the last global update:
         w_mix = c * w~ + (1 - c) * w_l                        interpolated ascent point
         w    <- SGD-momentum step from w with grad L(w_mix)
 
-In round 0 there is no global perturbed model yet and the step is plain SAM. Norms are over
-all parameters together (BatchNorm buffers excluded), as in the authors' code, which these
-formulas follow. The interpolation acts on points, not on perturbations: w~ stays fixed for
-the whole round while w moves.
-
-Hyperparameters: rho = 0.1 and c_cos = 0.3 are the FedVLS appendix values. The FedGF code's
-only tuning knobs besides rho are the divergence threshold T_D and the window W, and its
-scripts sweep a second value over {0.2, 0.3} next to rho; we read FedVLS's c_cos = 0.3 as that
-threshold T_D on D_t (an interpretation: neither paper's text, as we have it, spells it out).
-g_rho defaults to rho (the official code's default) and window = 30 (its scripts).
-
-The objective is the method combination's (``self.objective``: loss + penalty), the second
-forward pass leaves BatchNorm running statistics untouched (as in :mod:`fedsam`), and
-another part's ``before_step`` edits the gradient taken at w_mix.
+In round 0 there is no global perturbed model yet and the step is plain SAM. Norms are over all
+parameters together (BatchNorm buffers excluded), as in the authors' code, which these formulas
+follow; w~ stays fixed for the whole round while w moves. rho = 0.1, c_cos = 0.3 (FedVLS
+appendix; reading c_cos as the threshold above is an interpretation: docs/facts.md#fedgf),
+g_rho = rho and window = 30 (the code's). The objective is the method combination's
+(``self.objective``), the second forward pass leaves BatchNorm running statistics untouched (as in
+:mod:`fedsam`), and another part's ``before_step`` edits the gradient taken at w_mix.
 """
 
 from __future__ import annotations

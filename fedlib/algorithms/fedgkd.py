@@ -4,7 +4,7 @@ Distillation", IEEE TC): distil an ensemble of recent global models into every l
 The server keeps the last M global models (M = 5; the buffer starts with w_G^0 and gains one
 model per round). The teacher is the model whose weights are their uniform average (the paper's
 FedGKD; its FedGKD-VOTE variant is not implemented); integer BatchNorm counters come from the
-newest model. Local objective, as in the reproduction notes:
+newest model. Local objective (docs/facts.md#other-baselines):
 
     L = CE(z, y) + gamma * tau^2 * KL(softmax(z_T / tau) || softmax(z / tau))
 

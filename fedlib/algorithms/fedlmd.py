@@ -2,48 +2,20 @@
 
 A client learns its *majority* labels M_k = {c : n_{k,c} > n_k / C} well from its own data and
 forgets the rest. FedLMD therefore distils from the received global model only what the client
-lacks: the teacher's prediction with the majority labels masked out (Eq. 3),
+lacks: the teacher's prediction with the majority labels masked out (Eq. 3), and the student's
+prediction with the true label masked out, so the distillation does not fight the cross-entropy
+over the label (Eq. 4):
 
-    p'_g(i) = softmax(z_g / tau) over i not in M_k  (and i != y, see below),  0 on M_k,
+    p'_g(i) = softmax(z_g / tau) over i not in M_k and i != y,  0 elsewhere
+    p'_k(i) = softmax(z / tau) over i != y,                     0 at y
+    L = CE(z, y) + beta * KL(p'_g || p'_k)                       (Eqs. 5-6, batch mean)
 
-and the student's prediction with the true label masked out, so the distillation does not fight
-the cross-entropy over the label (Eq. 4),
-
-    p'_k(i) = softmax(z / tau) over i != y,  0 at y.
-
-The local objective (Eqs. 5-6) is L = CE(z, y) + beta * KL(p'_g || p'_k), batch mean.
-
-Choices made here: the teacher also drops the true class y, as the authors' code does (Eq. 3
-keeps it, but Eq. 4 gives the student zero mass there, so the KL would be infinite); in the
-paper variant a sample whose teacher support is empty (y is the client's only non-majority
-class) contributes 0.
-tau = 1 and beta = 1 as in the code; the FedVLS appendix ran FedLMD with beta = 0.1.
-
-``teacher_mode`` (BatchNorm only; "eval" by default): "train" runs the received global model on
-each batch with the batch's own statistics. Every notebook (FedLMD's and FedVLS's) keeps "eval",
-the mode of the FedLMD code's teacher. That code (built on FedNTD's) keeps one client model for
-all clients; each client's training ends with an evaluate call, which puts the model in eval
-mode, and the next client loads the global weights into it and deep-copies it as its teacher
-before setting the student back to train mode, so the teacher runs in eval mode (the run's
-first client aside). The FedVLS repository has no FedLMD client, so the FedVLS notebooks keep
-FedLMD's own teacher too, although that repository's FedNTD and FedVLS teachers run in train mode.
-
-``variant="official"`` applies the masks of the authors' code (wnma3mz/FedLMD,
-``src/algorithms/fedlmd/criterion.py``) literally instead of excluding classes:
-
-    p_g = softmax(z_g / tau - 1000 * 1[i in M_k] - 1000 * 1[i = y])   (all C classes)
-    log p_k = log_softmax(z / tau - 1000 * 1[i = y])
-    L_LMD = tau^2 * sum_i p_g(i) (log p_g(i) - log p_k(i))            (batch mean)
-
-with the same majority rule (count > mean count over the C classes); a true label that is also
-a majority label gets -1000 twice on the teacher. Where the paper's teacher support is
-non-empty and the tempered logits span much less than 1000, the masked classes' e^-1000
-factors vanish in float arithmetic and this equals the paper variant times tau^2. It differs
-when the additive offsets cancel: if y is the client's only non-majority class, every class
-carries exactly one -1000 on the teacher, so p_g is the plain softmax over all C classes,
-while the student keeps -1000 at y; the term is then about 1000 * tau^2 * p_g(y) where the
-paper variant gives 0. It also differs when tempered logits differ by nearly 1000 or more,
-since the offsets then no longer hide the masked classes.
+The teacher also drops y, as the authors' code does (Eq. 3 keeps it, which would make the KL
+infinite); a sample whose teacher support is empty contributes 0. tau = 1 and beta = 1 as in the
+code; the FedVLS appendix ran FedLMD with beta = 0.1. ``variant="official"`` applies the code's
+additive -1000 masks and its tau^2 factor (they differ from exclusion where the offsets cancel);
+``teacher_mode`` ("eval" by default, the mode of the code's teacher; "train": BatchNorm on batch
+statistics). Details: docs/facts.md#fedlmd-and-fedlmd-tf, docs/facts.md#teachers-batchnorm-mode.
 """
 
 from __future__ import annotations

@@ -13,24 +13,14 @@ decorrelates the feature dimensions *within each class* of the batch:
 
     L = CE + deco * L_intra
 
-This is the form, and the normalisation by the number of counted samples, of both released
-codes (the FedMR authors' and the FedVLS authors' FedMR baseline); eps = 1e-8 and classes with
-one sample are skipped, as there. deco = 4 is the FedVLS appendix value. The paper also
-describes an inter-class term built on server-aggregated class prototypes; neither released
-code contains it and FedVLS's FedMR numbers come from the intra-class term only, so it is not
-implemented here.
-
-Reproducibility: the loss is ill-conditioned in float32. A feature dimension that is non-zero for
-one sample of a class has a per-class std near 1e-5, and its standardised value reacts to a 1e-7
-change of the features with a gradient change about 1e5 times larger; two summation orders of the
-same arithmetic (one intra-op thread or two, batched kernels) then end training far apart (0.28 in
-the weights after 2 rounds of LeNet-5 on synthetic data). FedMR therefore trains on the sequential
-path only (``sequential_only``), and its numbers repeat exactly only with the same torch thread
-count, which every run records.
-
-The loss is computed for all C classes at once with masks (no branching on tensor values), and
-the off-diagonal sum uses ||Z^T Z||_F = ||Z Z^T||_F, so memory is C x B x B rather than
-C x D x D (D = 1280 for MobileNetV2).
+eps = 1e-8, deco = 4 (FedVLS appendix). The paper's inter-class term is not implemented: why, and
+how this matches the released codes, docs/facts.md#fedmr. The loss is ill-conditioned in float32
+(a 1e-7 change of the features can move a standardised value's gradient 1e5 times as much), so
+two summation orders end training far apart: FedMR trains on the sequential path only
+(``sequential_only``) and repeats exactly only with the same torch thread count, which every run
+records. The loss is computed for all C classes at once with masks (no branching on tensor
+values), and the off-diagonal sum uses ||Z^T Z||_F = ||Z Z^T||_F, so memory is C x B x B rather
+than C x D x D (D = 1280 for MobileNetV2).
 """
 
 from __future__ import annotations

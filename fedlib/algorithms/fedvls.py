@@ -2,40 +2,21 @@
 
 Under strong label skew a client holds majority classes, minority classes and *vacant* classes
 O = {c : n_{k,c} = 0}. Local training forgets what the global model knew about the vacant
-classes and still confuses minority samples with majority classes. The local objective (Eq. 6)
+classes and still confuses minority samples with majority classes. With p(c) = n_{k,c} / n_k
+the client's class prior, the local objective (Eq. 6) is
 
-    L = L_cal + lambda * L_dis + L_logit
-
-has three parts, with p(c) = n_{k,c} / n_k the client's class prior:
-
-- L_cal (Eq. 2), prior-calibrated cross-entropy: -log( p(y) e^{z_y} / sum_c p(c) e^{z_c} ),
-  i.e. CE on z_c + log p(c); vacant classes (p = 0) drop out of the softmax.
-- L_dis (Eq. 3), vacant-class distillation: KL(q_g || q) between the global and the local
-  softmax taken over the vacant classes only (temperature 1, batch mean). It is zero when at
-  most one class is vacant. (Eq. 3 as printed has the ratio inverted; the text and the code
-  minimise the KL.)
-- L_logit (Eqs. 4-5), logit suppression: for each non-vacant class c,
-  L^c = log( (1/B) sum_i 1[y_i != c] e^{z_{i,c}} ) and L_logit = sum_{c not in O} p(c) L^c,
-  which pushes down the logits the majority classes get on other classes' samples. A class
-  every sample of the batch belongs to has an empty sum (log 0): it is left out for that batch.
+    L       = L_cal + lambda * L_dis + L_logit
+    L_cal   = CE on z_c + log p(c)                      (Eq. 2: vacant classes leave the softmax)
+    L_dis   = KL(q_g || q) over the vacant classes only  (Eq. 3: temperature 1, batch mean)
+    L_logit = sum_{c not in O} p(c) log( (1/B) sum_i 1[y_i != c] e^{z_{i,c}} )      (Eqs. 4-5)
 
 lambda = 0.1 (MNIST, CIFAR-10), 0.5 (CIFAR-100, TinyImageNet); the teacher is the frozen global
 model received this round. ``distill`` and ``suppress`` switch L_dis and L_logit off for the
-ablation (FedVLS Table 5 / FedED Table 5: L_cal alone is the first row).
-
-``variant="official"`` reproduces the authors' code: L_cal uses log(p + 1e-9) (vacant classes
-stay in the softmax with a -20.7 shift); logit suppression becomes 0.005 * L_sup, where L_sup
-uses the logits z - log(p + 1e-9) + log(1/C) and multiplies the C x B matrix by the not-label
-mask instead of excluding entries (so masked entries count e^0 = 1). The official code also
-trains FedVLS clients without weight decay and runs the teacher in train mode (BatchNorm on
-batch statistics): the method arguments ``weight_decay_mode`` and ``teacher_mode`` follow the
-variant when left at "auto".
-
-The paper's L_logit has no lower bound: pushing the other classes' logits towards minus infinity
-lowers it without limit. Measured on MNIST Dir(0.05) (MLP, the paper's settings), the paper
-variant diverges in round 0, and the engine stores that run as diverged. The official variant's
-e^0 entries and its 0.005 weight bound the term, which is why the paper profiles use it
-(``tools/probes/fedvls_mnist_gap/``).
+ablation (Table 5: L_cal alone is the first row). ``variant="official"`` is the authors' code:
+log(p + 1e-9) in L_cal, 0.005 * L_sup (the not-label mask multiplied in rather than entries left
+out), and through ``weight_decay_mode`` and ``teacher_mode`` at "auto" no weight decay and a
+train-mode teacher. The paper's L_logit has no lower bound and diverges on MNIST Dir(0.05), so
+the notebooks train the official variant. Details: docs/facts.md#fedvls-feded.
 """
 
 from __future__ import annotations
@@ -85,7 +66,7 @@ def logit_suppression(logits: Tensor, labels: Tensor, class_counts: Tensor) -> T
 
 
 def official_suppression(logits: Tensor, labels: Tensor, class_counts: Tensor) -> Tensor:
-    """L_sup of the authors' code (without its 0.005 factor); see the module docstring."""
+    """L_sup of the authors' code (without its 0.005 factor); see docs/facts.md#fedvls-in-the-authors-code."""
     num_classes = logits.shape[-1]
     prior = class_counts / class_counts.sum().clamp_min(1)
     adjusted = logits - torch.log(prior + OFFICIAL_PRIOR_EPS).to(logits.dtype) + math.log(1.0 / num_classes)

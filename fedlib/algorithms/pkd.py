@@ -3,49 +3,27 @@ Discrepancy in Federated Learning"): weak-class experts teach the global model w
 
 Three stages, all inside the normal round loop (Algorithm 1 of the paper):
 
-1. **Warm-up.** Rounds ``[0, warmup_rounds)`` are plain FedAvg ("10 to 20 rounds"; 20 before
-   the 25 expert rounds of the FashionMNIST cost study, Table 9; we use 10 for MNIST, which the
-   paper trains for only 100 rounds).
-2. **Weak classes and experts.** At the start of round ``warmup_rounds`` the warmed-up global
-   model makes one pass over every client's training data; the clients' per-class sums give
-   P(pred = b | true = a) and the distances between class-mean penultimate features (Fig. 4, 7),
-   and :func:`fedlib.measures.weak_classes.discover_groups` turns them into weak-class groups
-   (FashionMNIST: {T-shirt, Shirt}, {Pullover, Coat, Shirt}; MNIST, whose paper groups are
-   "8 with {3, 5}, 9 with {4, 7}", uses star groups by default), unless ``groups`` are given. For
-   each group g an expert - the same network with |g| outputs - is trained by FedAvg on only
-   the samples of g's classes (labels remapped to 0..|g|-1) for ``expert_rounds`` rounds, with
-   the run's lr, momentum, batch size and participation (:func:`train_expert`). The expert
-   rounds do not use up rounds of the run: the global model's round count is warm-up + PKD.
-   The KD stage continues from the warmed-up global model (``student_init="warm"``, the paper's
-   text). ``student_init="fresh"`` restarts it from the run's initial weights once the experts
-   are trained: the paper's cost study (Table 9) fits that reading, its PKD reaching a 40 %
-   worst class 11.6 U after warm-up and experts, where the warmed-up model is past 50 % already.
-3. **Partial KD.** From then on, local training adds, for each sample whose true class is in a
-   group g and whose student prediction (argmax over all C classes) is *another* class of g,
-   the KL divergence between expert and student over g's classes, both softmax(z / T) (Eq. 1-2):
+1. **Warm-up.** Rounds ``[0, warmup_rounds)`` are plain FedAvg.
+2. **Weak classes and experts.** At the start of round ``warmup_rounds`` the global model makes
+   one pass over every client's training data, and
+   :func:`fedlib.measures.weak_classes.discover_groups` turns the class-pair confusion and
+   feature distances into weak-class groups, unless ``groups`` are given. For each group g an
+   expert (the same network with |g| outputs) is trained by FedAvg on g's samples for
+   ``expert_rounds`` rounds (:func:`train_expert`); those rounds do not count towards the run's.
+   The KD stage continues from the warmed-up model (``student_init="warm"``) or restarts from
+   the initial weights (``"fresh"``).
+3. **Partial KD.** A sample whose true class is in a group g and whose student prediction is
+   another class of g fires g's expert (at most one per sample, the smallest group first):
 
        L = CE(z, y) + lambda * L_PKD,   L_PKD = (1/B) * sum_{fired i} KL(p_e,i || p_s,i)
 
-   T = 5; lambda = 1.0 (MNIST, FashionMNIST, FEMNIST), 0.5 (CIFAR-10/100). The paper prints
-   D_KL(p_s || p_e); the standard KD direction KL(p_e || p_s) is the default and the printed one
-   is ``kl_direction="printed"``. At most one expert per sample: when a (true, predicted) pair
-   lies in several groups, the smallest such group fires (ties: earlier in ``groups``).
-   The paper does not state the loss scale. With 0.3-16 % of a batch fired and T = 5, the
-   default (divide by the batch size B, no T^2) makes the KD gradient 150-7,500 times weaker than
-   a mean over the fired samples with T^2: ``normalise="fired"`` divides by the number of fired
-   samples instead, ``t_squared=True`` multiplies by T^2. A pilot on held-out training data
-   (``dataset_options={"split": "holdout_10"}``) is meant to choose between them.
+   both softmax(z / T) over g's classes (Eqs. 1-2); T = 5, lambda = 1.0 (0.5 on CIFAR).
+   ``kl_direction``, ``normalise`` and ``t_squared`` choose what the paper leaves open.
 
-Cost (Sec. 3.3, unit U = one FedAvg local-training round over the participating clients, Eq. 3):
-a warm-up round costs 1 U (Eq. 4); an expert round (E_exp / E) * n_g / n, the share of the
-round's samples that belong to the group (Eq. 5, summed over groups); a PKD round
-1 + n_KD / (3 E n) U, with n_KD the samples that fired an expert (Eq. 6). The discovery pass is
-not counted, as in the paper. (The engine runs the experts on every batch, which keeps the loss
-a pure tensor function; the logged cost follows the paper's accounting, experts on fired
-samples only.) ``server.extras["cost_units"]`` holds the running total; each
-round logs ``cost_units`` (that round, the expert training included in the first PKD round) and
-``cost_units_total``, and ``expert_fired_<g>``: the fraction of the round's local training
-samples (epochs counted) for which expert g fired (Fig. 11).
+Cost (Sec. 3.3, Eqs. 3-6) in units U of one FedAvg local-training round: each round logs
+``cost_units`` and ``cost_units_total`` (the running total is ``server.extras["cost_units"]``),
+and ``expert_fired_<g>`` (Fig. 11). The paper's open choices and fedlib's readings of them, and
+the cost accounting: docs/facts.md#pkd.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ Every random choice comes from ``np.random.default_rng(seed)``, so the same inpu
 the same partition. Clients are disjoint; they cover the train set except where a scheme says
 otherwise (``balanced`` drops leftovers, ``natural`` may sample groups) or ``global_balance`` is set.
 
-Schemes (facts from the papers and their authors' code, see REPRODUCTION_NOTES.md):
+Schemes (facts from the papers and their authors' code: docs/facts.md#partitions):
 
 - ``iid``          shuffle, split as evenly as possible.
 - ``dirichlet``    FedVLS code: per class Dir(beta) over clients, clients already holding
