@@ -47,3 +47,9 @@ def test_the_dry_run_copy_takes_the_methods_changes():
 def test_the_dry_run_names_no_method():
     source = inspect.getsource(dry_run)
     assert not any(f'"{name}"' in source for name in ("pkd", "moon", "fedconcat", "fedlmd_tf", "fedgf"))
+
+
+def test_pkd_says_when_a_short_run_never_fired_its_kd_loss():
+    assert "did not fire" in method_class("pkd").short_run_missed([{"pkd_groups": []}])
+    assert method_class("pkd").short_run_missed([{"pkd_groups": [[0, 6]]}]) == ""
+    assert method_class("fedavg").short_run_missed([{}]) == ""

@@ -86,7 +86,9 @@ def compose(parts: list[type]) -> type:
             "dataset_defaults": dataset_defaults, "choices": choices, "ranges": ranges,
             "later_defaults": later,
             "result_revision": classmethod(lambda cls, hp: sum(p.result_revision(hp) for p in parts)),
-            "short_run": classmethod(lambda cls, args, rounds: _joined_short_runs(parts, args, rounds))}
+            "short_run": classmethod(lambda cls, args, rounds: _joined_short_runs(parts, args, rounds)),
+            "short_run_missed": classmethod(lambda cls, rounds: "; ".join(
+                filter(None, (p.short_run_missed(rounds) for p in parts))))}
     try:
         return type(name, tuple(parts), body)
     except TypeError as exc:  # inconsistent MRO, e.g. a part that already includes another

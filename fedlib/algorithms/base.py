@@ -184,6 +184,12 @@ class Algorithm:
         return {}, rounds, ""
 
     @classmethod
+    def short_run_missed(cls, rounds: list[dict[str, Any]]) -> str:
+        """What a short run's per-round metrics show it did not reach of the method's path
+        (empty: nothing), for the dry run's row."""
+        return ""
+
+    @classmethod
     def check_run(cls, hparams: dict[str, Any], cfg: RunConfig) -> None:
         """Raise FedlibError (one line) when the resolved hyperparameters cannot work with the
         run's other settings (``cfg``: the RunConfig being made). Ranges are checked before."""

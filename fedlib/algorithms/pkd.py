@@ -230,6 +230,13 @@ class PKD(Algorithm):
                 "pkd: no warm-up, 1 expert round: round 0 runs weak-class discovery, expert training and the KD loss")
 
     @classmethod
+    def short_run_missed(cls, rounds: list[dict]) -> str:
+        """A slice on which no weak-class group was found never fired the KD loss."""
+        if any(r.get("pkd_groups") for r in rounds):
+            return ""
+        return "pkd found no weak-class group on the slice: the KD loss did not fire"
+
+    @classmethod
     def check_run(cls, hparams: dict[str, Any], cfg) -> None:
         """A run that ends within the warm-up never reaches PKD: it is FedAvg, bit for bit."""
         super().check_run(hparams, cfg)

@@ -138,9 +138,10 @@ def _timed_run(dry: RunConfig, real: bool, results_dir: str) -> dict:
 
 def _method_notes(dry: RunConfig, result) -> list[str]:
     """What a reader of the row must know: a method path the slice did not reach."""
-    notes = []
-    if "pkd" in dry.method.split("+") and not any(r.get("pkd_groups") for r in result.rounds):
-        notes.append("pkd found no weak-class group on the slice: the KD loss did not fire")
+    from fedlib.algorithms import method_class
+
+    missed = method_class(dry.method).short_run_missed(result.rounds)
+    notes = [missed] if missed else []
     if result.summary.get("diverged"):
         notes.append("diverged on the slice")
     return notes
