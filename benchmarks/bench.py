@@ -33,6 +33,7 @@ from benchmarks.naive import naive_round, naive_train_set
 from fedlib.core import engine
 from fedlib.core.config import RunConfig
 from fedlib.core.state import ServerState, build_run_model, sample_clients
+from fedlib.datasets.sources import FILES, DataSource
 
 WORKLOADS = {
     "a": dict(dataset="cifar10", partition="dirichlet", beta=0.05, clients=10, participation=1.0,
@@ -51,18 +52,18 @@ PATHS = ("naive", "sequential", "threads", "stacked")
 PATH_OPTIONS = {"cl": {"channels_last": True}, "bf16": {"precision": "bf16"}}
 
 
-def workload_config(name: str, fraction: float, device: str) -> RunConfig:
+def workload_config(name: str, fraction: float, device: str, source: DataSource = FILES) -> RunConfig:
     settings = dict(WORKLOADS[name])
     cfg = RunConfig(**settings, rounds=1000, seed=0, device=device)
     if fraction < 1:
-        total = len(engine.load_run_dataset(cfg).train_y)
+        total = len(engine.load_run_dataset(cfg, source).train_y)
         # tiny shares cannot give every Dir(0.05) client 10 samples: allow empty clients
         cfg = cfg.replace(max_train_samples=max(cfg.clients * 2, int(total * fraction)), min_client_size=0)
     return cfg
 
 
-def round_runner(cfg: RunConfig, path: str) -> tuple[ServerState, Callable[[], None]]:
-    """A prepared server and a function that runs its next round on ``path``.
+def round_runner(cfg: RunConfig, path: str, source: DataSource = FILES) -> tuple[ServerState, Callable[[], None]]:
+    """A prepared server (data from ``source``) and a function that runs its next round on ``path``.
 
     ``path`` is naive, sequential, threads or stacked, the fedlib ones optionally followed by ``+cl``
     (channels-last layout) and/or ``+bf16`` (bf16 autocast).
@@ -71,7 +72,7 @@ def round_runner(cfg: RunConfig, path: str) -> tuple[ServerState, Callable[[], N
     changes = {"backend": "sequential" if name == "naive" else name}
     for option in options:
         changes.update(PATH_OPTIONS[option])
-    server, algorithm = engine.prepare(cfg.replace(**changes))
+    server, algorithm = engine.prepare(cfg.replace(**changes), source)
     if name == "naive":
         train_set = naive_train_set(server)
         step = lambda: naive_round(server, algorithm, train_set)  # noqa: E731
@@ -96,15 +97,16 @@ def forward_flops_per_image(model: torch.nn.Module, image_shape: tuple, batch_si
     return counter.get_total_flops() / batch_size
 
 
-def flops_per_image(cfg: RunConfig) -> float:
+def flops_per_image(cfg: RunConfig, source: DataSource = FILES) -> float:
     """FLOPs of one local training step of the student per image: 3 x its counted forward pass."""
-    dataset = engine.load_run_dataset(cfg)
+    dataset = engine.load_run_dataset(cfg, source)
     model = build_run_model(cfg, dataset)
     return TRAINING_FLOPS_PER_FORWARD * forward_flops_per_image(model, dataset.image_shape, cfg.batch_size)
 
 
-def time_path(cfg: RunConfig, path: str, rounds: int, repeat: int, profile: bool) -> dict:
-    server, next_round = round_runner(cfg, path)
+def time_path(cfg: RunConfig, path: str, rounds: int, repeat: int, profile: bool,
+              source: DataSource = FILES) -> dict:
+    server, next_round = round_runner(cfg, path, source)
     next_round()  # untimed: lazy setup and PKD's experts
     times, images = [], []
     for _ in range(repeat):

@@ -24,7 +24,6 @@ tests/test_gpu_check.py runs its parts in seconds).
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
 import re
 import subprocess
@@ -32,10 +31,14 @@ import sys
 import time
 import warnings
 from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
 import torch
+
+from fedlib.datasets.data import stand_in_dataset
+from fedlib.datasets.sources import FILES, DataSource
 
 ROOT = Path(__file__).resolve().parents[1]
 PARTS = ("env", "tests", "workloads", "packing", "profile", "opcount")
@@ -48,27 +51,28 @@ STAND_IN_SIZES = {"cifar10": (50000, 10000), "fashion_mnist": (60000, 10000)}
 
 
 # ---------------------------------------------------------------------- data
-@contextlib.contextmanager
-def stand_ins(names: tuple[str, ...], tiny: bool) -> Iterator[None]:
-    """Inside, the engine loads a full-size stand-in (``tiny``: 400 images) for each of ``names``."""
-    from fedlib.core import engine
-    from fedlib.datasets import data
+@dataclass(frozen=True)
+class FullSizeStandIns(DataSource):
+    """Full-size stand-ins (``tiny``: 400 images) of ``names``; the other datasets from the files."""
 
-    original = engine.load_dataset
+    names: tuple[str, ...]
+    tiny: bool
 
-    def load(name, data_dir=None, download=False, **options):
-        if name not in names:
-            return original(name, data_dir=data_dir, download=download, **options)
-        train, test = (400, 50) if tiny else STAND_IN_SIZES.get(name, (50000, 10000))
-        return data.stand_in_dataset(name, train, test, seed=0, **options)
+    real = False
 
-    engine.load_dataset = load
-    engine._DATASET_CACHE.clear()
-    try:
-        yield
-    finally:
-        engine.load_dataset = original
-        engine._DATASET_CACHE.clear()
+    def load(self, name, data_dir=None, download=False, **options):
+        if name not in self.names:
+            return FILES.load(name, data_dir=data_dir, download=download, **options)
+        train, test = (400, 50) if self.tiny else STAND_IN_SIZES.get(name, (50000, 10000))
+        return stand_in_dataset(name, train, test, seed=0, **options)
+
+    def describe(self) -> str:
+        return f"full-size stand-ins of {', '.join(self.names)}"
+
+
+def stand_ins(tiny: bool) -> FullSizeStandIns:
+    """The check's data source: CIFAR-10 always a stand-in, Fashion-MNIST too when tiny or missing."""
+    return FullSizeStandIns(_stand_in_names(tiny), tiny)
 
 
 def _stand_in_names(tiny: bool) -> tuple[str, ...]:
@@ -81,17 +85,20 @@ def _stand_in_names(tiny: bool) -> tuple[str, ...]:
     return tuple(names)
 
 
-def workload(name: str, device: str, tiny: bool):
-    """The bench config of workload ``name`` at its check fraction (``tiny``: a few dozen images, 1 epoch)."""
+def workload(name: str, device: str, tiny: bool, source: DataSource | None = None):
+    """The bench config of workload ``name`` at its check fraction (``tiny``: a few dozen images, 1 epoch),
+    its data from ``source`` (default: the check's stand-ins)."""
     from benchmarks import bench
 
-    cfg = bench.workload_config(name, 1.0, device)
+    source = source or stand_ins(tiny)
+
+    cfg = bench.workload_config(name, 1.0, device, source)
     if tiny:
         images = 100 if cfg.partition == "balanced" else 4 * cfg.clients  # balanced: every client holds every class
         return cfg.replace(max_train_samples=images, max_test_samples=20, min_client_size=0, local_epochs=1,
                            batch_size=8)
     fraction = WORKLOAD_FRACTIONS[name]
-    return bench.workload_config(name, fraction, device) if fraction < 1 else cfg
+    return bench.workload_config(name, fraction, device, source) if fraction < 1 else cfg
 
 
 # ---------------------------------------------------------------------- parts
@@ -156,16 +163,17 @@ def part_workloads(device: str, tiny: bool) -> Iterator[str]:
     yield from ["## Workloads: seconds per round against the naive loop", "",
                 "| workload | path | s/round | full-data s/round | x naive | img/s | TFLOP/s (3 x forward) |",
                 "|---|---|---:|---:|---:|---:|---:|"]
-    with stand_ins(_stand_in_names(tiny), tiny), warnings.catch_warnings():
+    source = stand_ins(tiny)
+    with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         for name in ("c", "b", "a"):
-            cfg = workload(name, device, tiny)
-            flops = bench.flops_per_image(cfg)
+            cfg = workload(name, device, tiny, source)
+            flops = bench.flops_per_image(cfg, source)
             fraction = 1.0 if tiny else WORKLOAD_FRACTIONS[name]
             base = None
             for path in WORKLOAD_PATHS[name]:  # naive first: the others are compared with it
                 try:
-                    r = bench.time_path(cfg, path, rounds=1, repeat=1, profile=False)
+                    r = bench.time_path(cfg, path, rounds=1, repeat=1, profile=False, source=source)
                 except Exception as error:  # noqa: BLE001 - a failing path is a result of the check
                     yield f"| ({name}) | {path} | failed: {str(error).splitlines()[0][:120]} | | | | |"
                     continue
@@ -209,10 +217,11 @@ def part_one_run(device: str, tiny: bool) -> str:
     """One run of workload (c) at fraction 0.05 on the stacked path: its images per second (the last line)."""
     from benchmarks import bench
 
-    with stand_ins(_stand_in_names(tiny), tiny), warnings.catch_warnings():
+    source = stand_ins(tiny)
+    with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        cfg = workload("c", device, tiny) if tiny else bench.workload_config("c", 0.05, device)
-        result = bench.time_path(cfg, "stacked", rounds=1, repeat=1, profile=False)
+        cfg = workload("c", device, tiny, source) if tiny else bench.workload_config("c", 0.05, device, source)
+        result = bench.time_path(cfg, "stacked", rounds=1, repeat=1, profile=False, source=source)
     return f"{result['images'] / result['seconds']:.1f}"
 
 

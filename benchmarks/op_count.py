@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from fedlib.algorithms import method_class
 from fedlib.core import engine
 from fedlib.core.backends import stacked
 from fedlib.core.client_training import client_setup
@@ -38,8 +39,8 @@ SYNC_OPS = {"_local_scalar_dense", "nonzero", "masked_select", "_unique2", "uniq
             "equal", "is_nonzero", "repeat_interleave"}
 INPUT_SHAPES = {"lenet5": (1, 28), "mlp": (1, 28), "simple_cnn": (1, 28), "cnn2": (3, 32), "convnet_s": (3, 32),
                 "mobilenetv2": (3, 32), "resnet8": (3, 32), "resnet18": (3, 32), "vgg9": (3, 32)}
-# methods that need arguments to reach their local loss in round 0
-METHOD_ARGS = {"pkd": {"warmup_rounds": 0, "expert_rounds": 1}, "fedvls": {"variant": "official"}}
+# arguments beyond what a method's short run changes (Algorithm.short_run): the variant the notebooks train
+METHOD_ARGS = {"fedvls": {"variant": "official"}}
 
 
 @dataclass
@@ -74,12 +75,19 @@ def _origin() -> str:
     return "outside fedlib"
 
 
+def _round_zero_args(method: str) -> dict:
+    """Arguments with which ``method`` reaches its local loss in round 0 (its short run's, e.g. PKD
+    without warm-up)."""
+    args = dict(METHOD_ARGS.get(method, {}))
+    return {**args, **method_class(method).short_run(args, 1)[0]}
+
+
 def count_config(model: str, method: str, clients: int = 4, batch_size: int = 32) -> RunConfig:
     """A small run of ``method`` on ``model``: synthetic data of the model's input shape."""
     channels, size = INPUT_SHAPES.get(model, (3, 32))
     options = {"image_shape": (channels, size, size), "train_per_class": 40, "test_per_class": 4}
     return RunConfig(dataset="synthetic", dataset_options=options, model=model, method=method,
-                     method_args=METHOD_ARGS.get(method, {}), partition="iid", clients=clients, rounds=1,
+                     method_args=_round_zero_args(method), partition="iid", clients=clients, rounds=1,
                      batch_size=batch_size, momentum=0.9, weight_decay=5e-4, device="cpu", backend="sequential")
 
 

@@ -211,11 +211,12 @@ def test_settings_a_scheme_does_not_read_do_not_make_another_draw(tmp_path):
 def test_a_worker_whose_parent_is_gone_leaves_without_a_traceback():
     import multiprocessing
 
-    from fedlib.dry_run import _worker_main
+    from fedlib.orchestration.dry_run import measure_row
+    from fedlib.orchestration.workers import serve
 
     parent, child = multiprocessing.Pipe()
     parent.close()  # the dry run was killed: the worker's next receive finds nobody
-    _worker_main(child, 1)  # returns; before, EOFError escaped and printed into the dry run's log
+    serve(child, measure_row, 1, None)  # returns; before, EOFError escaped and printed into the dry run's log
 
 
 def test_the_dry_run_takes_the_cheapest_models_first():

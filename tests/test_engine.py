@@ -43,7 +43,7 @@ def test_store_hit_returns_without_recomputation(tmp_path, monkeypatch):
     record = store.RunRecord(tmp_path / cfg.hash())
     assert record.complete and len(record.read_rounds()) == cfg.rounds
     assert record.read_meta()["fedlib_version"]
-    monkeypatch.setattr(engine, "prepare", lambda cfg: pytest.fail("recomputed a stored run"))
+    monkeypatch.setattr(engine, "prepare", lambda cfg, *source: pytest.fail("recomputed a stored run"))
     again = engine.run(cfg, results_dir=tmp_path, progress=False)
     assert again.summary == json.loads(json.dumps(first.summary))
 

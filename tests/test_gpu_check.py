@@ -4,7 +4,9 @@ script is known to work before a GPU is lent; gpu_check.sh joins them into a res
 import pytest
 
 from benchmarks import gpu_check
-from fedlib import engine
+from fedlib.core import engine
+from fedlib.core.config import RunConfig
+from fedlib.errors import FedlibError
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -23,11 +25,13 @@ def test_tiny_workloads_are_small_valid_configs_of_the_issue_workloads(name):
     assert full is None or full.max_train_samples is None, "(b) runs on the full data"
 
 
-def test_stand_ins_replace_the_datasets_and_leave_no_trace():
-    with gpu_check.stand_ins(("cifar10",), tiny=True):
-        dataset = engine.load_dataset("cifar10")
-        assert len(dataset.train_y) == 400 and dataset.image_shape == (3, 32, 32)
-    assert engine.load_dataset.__name__ == "load_dataset" and not engine._DATASET_CACHE
+def test_the_checks_source_stands_in_for_cifar10_only_and_is_never_stored(tmp_path):
+    source = gpu_check.FullSizeStandIns(("cifar10",), tiny=True)
+    dataset = source.load("cifar10")
+    assert len(dataset.train_y) == 400 and dataset.image_shape == (3, 32, 32)
+    assert len(source.load("digits").train_y) == len(engine.load_run_dataset(RunConfig(dataset="digits")).train_y)
+    with pytest.raises(FedlibError, match="never stored"):
+        engine.run(RunConfig(dataset="cifar10", rounds=1), source=source, results_dir=tmp_path)
 
 
 def test_one_run_reports_its_images_per_second():

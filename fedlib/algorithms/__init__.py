@@ -85,11 +85,26 @@ def compose(parts: list[type]) -> type:
     body = {"name": name, "paper": "; ".join(p.paper for p in parts), "defaults": defaults,
             "dataset_defaults": dataset_defaults, "choices": choices, "ranges": ranges,
             "later_defaults": later,
-            "result_revision": classmethod(lambda cls, hp: sum(p.result_revision(hp) for p in parts))}
+            "result_revision": classmethod(lambda cls, hp: sum(p.result_revision(hp) for p in parts)),
+            "short_run": classmethod(lambda cls, args, rounds: _joined_short_runs(parts, args, rounds)),
+            "short_run_missed": classmethod(lambda cls, rounds: "; ".join(
+                filter(None, (p.short_run_missed(rounds) for p in parts))))}
     try:
         return type(name, tuple(parts), body)
     except TypeError as exc:  # inconsistent MRO, e.g. a part that already includes another
         raise FedlibError(f"cannot combine {name}: {exc}") from None
+
+
+def _joined_short_runs(parts: list[type], method_args: dict, rounds: int) -> tuple[dict, int, str]:
+    """A composition's short run: every part's argument changes, the most rounds any part needs,
+    their notes."""
+    changes, most, notes = {}, rounds, []
+    for part in parts:
+        part_changes, part_rounds, note = part.short_run(method_args, rounds)
+        changes.update(part_changes)
+        most = max(most, part_rounds)
+        notes += [note] if note else []
+    return changes, most, "; ".join(notes)
 
 
 def canonical_method(method: str) -> str:

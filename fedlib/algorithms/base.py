@@ -177,6 +177,19 @@ class Algorithm:
         return 0
 
     @classmethod
+    def short_run(cls, method_args: dict[str, Any], rounds: int) -> tuple[dict[str, Any], int, str]:
+        """How a run of only ``rounds`` round(s) (a dry run, a timing probe) still takes the path
+        the method's later rounds take: (``method_args`` changes, rounds to run, a note saying so).
+        Only the method knows; FedAvg's first round is like every other (no change)."""
+        return {}, rounds, ""
+
+    @classmethod
+    def short_run_missed(cls, rounds: list[dict[str, Any]]) -> str:
+        """What a short run's per-round metrics show it did not reach of the method's path
+        (empty: nothing), for the dry run's row."""
+        return ""
+
+    @classmethod
     def check_run(cls, hparams: dict[str, Any], cfg: RunConfig) -> None:
         """Raise FedlibError (one line) when the resolved hyperparameters cannot work with the
         run's other settings (``cfg``: the RunConfig being made). Ranges are checked before."""

@@ -50,6 +50,11 @@ class FedConcat(Algorithm):
     dataset_defaults = {"cifar100": {"head_init": "clusters"}, "tinyimagenet": {"head_init": "clusters"}}
     choices = {"head_init": ("random", "clusters")}
 
+    @classmethod
+    def short_run(cls, method_args: dict, rounds: int) -> tuple[dict, int, str]:
+        """The asked rounds for the encoders, then one round of the concatenated classifier."""
+        return {"encoder_rounds": rounds}, rounds + 1, f"fedconcat: {rounds} encoder round(s), then 1 classifier round"
+
     # ------------------------------------------------------------------ server side
     def setup(self, server: ServerState) -> None:
         super().setup(server)

@@ -45,6 +45,11 @@ class FedCurv(Algorithm):
     defaults = {"lam": 1.0, "fisher_samples": 500}
     ranges = {"lam": NON_NEGATIVE, "fisher_samples": COUNT}
 
+    @classmethod
+    def short_run(cls, method_args: dict, rounds: int) -> tuple[dict, int, str]:
+        """Two rounds at least: the Fisher penalty needs round-0 uploads."""
+        return {}, max(2, rounds), "fedcurv: 2 rounds, the Fisher penalty needs round-0 uploads"
+
     def setup(self, server) -> None:
         super().setup(server)
         server.extras[STATE_KEY] = {"u": {}, "v": {}, "r": {}}

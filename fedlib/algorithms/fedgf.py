@@ -47,6 +47,11 @@ class FedGF(Algorithm):
     defaults = {"rho": 0.1, "g_rho": 0.1, "c_cos": 0.3, "window": 30}
     ranges = {"rho": NON_NEGATIVE, "g_rho": NON_NEGATIVE, "c_cos": UNIT_INTERVAL, "window": COUNT}
 
+    @classmethod
+    def short_run(cls, method_args: dict, rounds: int) -> tuple[dict, int, str]:
+        """Two rounds at least: the global perturbed model exists from round 1."""
+        return {}, max(2, rounds), "fedgf: 2 rounds, the global perturbed model exists from round 1"
+
     def setup(self, server: ServerState) -> None:
         super().setup(server)
         server.extras["fedgf"] = {"indicators": [], "c": 0.0, "perturbed": None}

@@ -66,6 +66,13 @@ class FedLMDTf(Algorithm):
     later_defaults = {"teacher_mode": "eval"}
 
     @classmethod
+    def short_run(cls, method_args: dict, rounds: int) -> tuple[dict, int, str]:
+        """A run that switches to the global teacher switches at round 0."""
+        if method_args.get("switch_round", -1) < 0:
+            return {}, rounds, ""
+        return {"switch_round": 0}, rounds, "fedlmd_tf: switch_round 0, so round 0 trains with the global teacher"
+
+    @classmethod
     def result_revision(cls, hparams: dict) -> int:
         """1: after ``switch_round`` the official variant trains with FedLMD's literal masks."""
         return int(hparams["variant"] == "official" and hparams["switch_round"] >= 0)

@@ -73,6 +73,11 @@ class FedProto(Algorithm):
     defaults = {"lam": 1.0}
     ranges = {"lam": NON_NEGATIVE}
 
+    @classmethod
+    def short_run(cls, method_args: dict, rounds: int) -> tuple[dict, int, str]:
+        """Two rounds at least: global prototypes exist from round 1."""
+        return {}, max(2, rounds), "fedproto: 2 rounds, global prototypes exist from round 1"
+
     def setup(self, server: ServerState) -> None:
         super().setup(server)
         feature_dim = getattr(server.model, "feature_dim", None)

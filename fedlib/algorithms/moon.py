@@ -49,6 +49,11 @@ class MOON(Algorithm):
     ranges = {"mu": NON_NEGATIVE, "tau": POSITIVE}
 
     @classmethod
+    def short_run(cls, method_args: dict, rounds: int) -> tuple[dict, int, str]:
+        """Two rounds at least: previous local models exist from round 1."""
+        return {}, max(2, rounds), "moon: 2 rounds, previous local models exist from round 1"
+
+    @classmethod
     def result_revision(cls, hparams: dict) -> int:
         """1: with a projection head, each client of a round trains its own head (before: one head
         module shared by the algorithm instance, built once from the global random stream)."""

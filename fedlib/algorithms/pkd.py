@@ -201,6 +201,20 @@ class PKD(Algorithm):
                "grouping": GROUPINGS, "expert_init": ("scratch", "global"), "student_init": ("warm", "fresh")}
 
     @classmethod
+    def short_run(cls, method_args: dict, rounds: int) -> tuple[dict, int, str]:
+        """No warm-up and one expert round, so round 0 already discovers weak classes, trains the
+        experts and distils."""
+        return ({"warmup_rounds": 0, "expert_rounds": 1}, rounds,
+                "pkd: no warm-up, 1 expert round: round 0 runs weak-class discovery, expert training and the KD loss")
+
+    @classmethod
+    def short_run_missed(cls, rounds: list[dict]) -> str:
+        """A slice on which no weak-class group was found never fired the KD loss."""
+        if any(r.get("pkd_groups") for r in rounds):
+            return ""
+        return "pkd found no weak-class group on the slice: the KD loss did not fire"
+
+    @classmethod
     def check_run(cls, hparams: dict[str, Any], cfg) -> None:
         """A run that ends within the warm-up never reaches PKD: it is FedAvg, bit for bit."""
         super().check_run(hparams, cfg)

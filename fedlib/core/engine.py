@@ -32,7 +32,8 @@ from fedlib.core.client_training import train_client
 from fedlib.core.config import RunConfig
 from fedlib.core.state import FederatedData, ServerState, build_run_model, sample_clients
 from fedlib.datasets.augment import augment_spec, default_augmentation
-from fedlib.datasets.data import Dataset, apply_split, load_dataset, missing_dataset_message, split_option
+from fedlib.datasets.data import Dataset, apply_split, missing_dataset_message, split_option
+from fedlib.datasets.sources import FILES, DataSource
 from fedlib.datasets.data_check import COUNT_KEYS, check_full_size, counts, fingerprint, fingerprint_difference
 from fedlib.datasets.partition import make_partition
 from fedlib.errors import FedlibError
@@ -71,14 +72,15 @@ def precision_flags(device: torch.device) -> dict[str, bool]:
 _DATASET_CACHE: dict[tuple, Dataset] = {}
 
 
-def load_run_dataset(cfg: RunConfig) -> Dataset:
-    """The config's dataset (re-split as ``dataset_options["split"]`` says, then reduced to
-    max_train/max_test samples), cached in this process."""
-    key = (cfg.dataset, json.dumps(cfg.dataset_options, sort_keys=True), cfg.data_dir, cfg.download,
+def load_run_dataset(cfg: RunConfig, source: DataSource = FILES) -> Dataset:
+    """The config's dataset from ``source`` (the files unless a dry run or a benchmark hands it
+    stand-ins), re-split as ``dataset_options["split"]`` says, then reduced to max_train/max_test
+    samples; cached in this process under the source too."""
+    key = (source, cfg.dataset, json.dumps(cfg.dataset_options, sort_keys=True), cfg.data_dir, cfg.download,
            cfg.max_train_samples, cfg.max_test_samples, cfg.seed)
     if key not in _DATASET_CACHE:
         split, options = split_option(cfg.dataset_options)
-        dataset = load_dataset(cfg.dataset, data_dir=cfg.data_dir, download=cfg.download, **options)
+        dataset = source.load(cfg.dataset, data_dir=cfg.data_dir, download=cfg.download, **options)
         check_full_size(dataset, options, split, cfg.max_train_samples, cfg.max_test_samples)
         dataset = replace(dataset, fingerprint=dataset.fingerprint or fingerprint(dataset))
         dataset = apply_split(dataset, split, seed=cfg.seed)
@@ -86,6 +88,11 @@ def load_run_dataset(cfg: RunConfig) -> Dataset:
             dataset = dataset.subset(cfg.max_train_samples, cfg.max_test_samples, seed=cfg.seed)
         _DATASET_CACHE[key] = dataset
     return _DATASET_CACHE[key]
+
+
+def forget_datasets() -> None:
+    """Drop the datasets this process holds (a dry run frees each config's before the next)."""
+    _DATASET_CACHE.clear()
 
 
 _SOURCE_FINGERPRINTS: dict[tuple, dict] = {}
@@ -104,7 +111,7 @@ def source_fingerprint(cfg: RunConfig) -> dict | None:
         if missing_dataset_message(cfg.dataset, cfg.data_dir) is not None:
             return None
         options = split_option(cfg.dataset_options)[1]
-        _SOURCE_FINGERPRINTS[key] = fingerprint(load_dataset(cfg.dataset, data_dir=cfg.data_dir, **options))
+        _SOURCE_FINGERPRINTS[key] = fingerprint(FILES.load(cfg.dataset, data_dir=cfg.data_dir, **options))
     return _SOURCE_FINGERPRINTS[key]
 
 
@@ -295,12 +302,13 @@ class RunResult:
         return predictor(algorithm, server).eval()
 
 
-def prepare(cfg: RunConfig) -> tuple[ServerState, Algorithm]:
-    """Everything a run needs before round 0: data on the device, partition, model, method."""
+def prepare(cfg: RunConfig, source: DataSource = FILES) -> tuple[ServerState, Algorithm]:
+    """Everything a run needs before round 0: data (from ``source``) on the device, partition,
+    model, method."""
     device = resolve_device(cfg.device)
     fp32_on_cuda(device)
     determinism.configure(device, cfg.deterministic)
-    dataset = load_run_dataset(cfg)
+    dataset = load_run_dataset(cfg, source)
     if cfg.clients > len(dataset.train_y):
         raise FedlibError(f"clients ({cfg.clients}) exceeds the training samples ({len(dataset.train_y)})")
     partition = make_partition(cfg.partition, dataset.train_y.numpy(), cfg.clients, dataset.num_classes,
@@ -401,7 +409,8 @@ def _to_device(value: Any, device: torch.device) -> Any:
 
 
 def run(cfg: RunConfig, *, hooks: Sequence[Observer] = (), progress: bool = True, use_store: bool = True,
-        results_dir: str | os.PathLike | None = None, stop_after: int | None = None) -> RunResult:
+        results_dir: str | os.PathLike | None = None, stop_after: int | None = None,
+        source: DataSource = FILES) -> RunResult:
     """Run ``cfg`` (or return it from a store that holds it complete: the reference store when it
     does, whatever the working store holds, else the working store; see ``store.served_record``).
 
@@ -412,7 +421,12 @@ def run(cfg: RunConfig, *, hooks: Sequence[Observer] = (), progress: bool = True
     run holds its store folder (a second process on the same config is refused with one line).
     A run whose global model turns non-finite, or whose test loss does, stops there and is stored
     with ``diverged=true``; a stored diverged run warns whenever it is served.
+
+    ``source`` is where the images come from: the files, or stand-ins for a dry run or a
+    benchmark; a run on stand-ins is never stored nor served (``use_store=False``).
     """
+    if use_store and not source.real:
+        raise FedlibError(f"a run on {source.describe()} is never stored: pass use_store=False")
     record = store.RunRecord(store.run_dir(cfg, results_dir)) if use_store else None
     served = store.served_record(cfg, results_dir) if use_store and not hooks else None
     if served is not None:  # the reference store's run when it holds one (read-only, metrics only)
@@ -425,7 +439,7 @@ def run(cfg: RunConfig, *, hooks: Sequence[Observer] = (), progress: bool = True
         record = None  # hooks must see every round: recompute beside the stored run, leaving it untouched
     if record is None:
         with determinism.explained():
-            return _train(cfg, None, None, hooks, progress, stop_after)
+            return _train(cfg, None, None, hooks, progress, stop_after, source)
     with record.claim() as claim:
         if record.complete and not hooks:  # finished by the previous holder while we waited
             return _served(cfg, store.served_record(cfg, results_dir) or record, progress)
@@ -458,9 +472,9 @@ def render_only() -> bool:
 
 
 def _train(cfg: RunConfig, record: store.RunRecord | None, claim, hooks: Sequence[Observer], progress: bool,
-           stop_after: int | None) -> RunResult:
+           stop_after: int | None, source: DataSource = FILES) -> RunResult:
     """Train from round 0 or from the record's last checkpoint, and store the summary."""
-    server, algorithm = prepare(cfg)
+    server, algorithm = prepare(cfg, source)
     rounds, seconds = ([], 0.0) if record is None else _restore(record, server)
     if record is not None and server.round > 0:
         _say(_resume_message(cfg, server.round, record.folder), progress)

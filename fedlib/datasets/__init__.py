@@ -1,6 +1,7 @@
 """The data layer: what a run reads, before any model or method sees it.
 
-Datasets as uint8 tensors and where they are found (:mod:`.data`), the check that a run reads
+Datasets as uint8 tensors and where they are found (:mod:`.data`), where the engine gets them
+(:mod:`.sources`: the files, or stand-ins handed in by a dry run or a benchmark), the check that a run reads
 the full, unaltered data (:mod:`.data_check`), the split of a training set among clients
 (:mod:`.partition`) and device-side augmentation (:mod:`.augment`). It sits on the ground floor
 (``fedlib.errors``, ``fedlib.yaml_input``) and may import nothing else of fedlib.

@@ -30,6 +30,8 @@ whether ``load_dataset`` would find a dataset (notebooks skip runs on data that 
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import hashlib
 import json
 import os
@@ -37,7 +39,7 @@ import string
 import warnings
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
 
 import numpy as np
 import torch
@@ -279,6 +281,8 @@ def load_dataset(
     """
     if name not in DATASETS:
         raise one_of("dataset", name, DATASETS)
+    if _DECLARING.get() and _missing_message(name, data_dir, download) is not None:
+        return _declared_stand_in(name, options)
     options = _resolve_options(name, options)
     if name == "digits":
         return load_digits(**options)
@@ -312,7 +316,38 @@ def dataset_available(name: str, data_dir: str | os.PathLike | None = None,
 def missing_dataset_message(name: str, data_dir: str | os.PathLike | None = None,
                             download: bool = False) -> str | None:
     """``None`` when ``name`` can be loaded (see :func:`dataset_available`), else one line:
-    what is missing, the folders searched and how to get it (the error ``load_dataset`` raises)."""
+    what is missing, the folders searched and how to get it (the error ``load_dataset`` raises).
+    Always ``None`` while :func:`declaring`."""
+    if _DECLARING.get():
+        if name not in DATASETS:
+            raise one_of("dataset", name, DATASETS)
+        return None
+    return _missing_message(name, data_dir, download)
+
+
+_DECLARING = contextvars.ContextVar("fedlib_declaring_runs", default=False)
+
+
+@contextlib.contextmanager
+def declaring() -> Iterator[None]:
+    """Inside, the data are not needed: every dataset reads as present (:func:`dataset_available`,
+    :func:`missing_dataset_message`), and :func:`load_dataset` serves a missing one as a small
+    stand-in of its published shape (one sample per natural group and per class, so counts of
+    groups and classes hold). ``fedlib.paper.plan`` declares notebooks' runs inside it, so the
+    grids that size themselves from the data can be declared on a machine without it."""
+    token = _DECLARING.set(True)
+    try:
+        yield
+    finally:
+        _DECLARING.reset(token)
+
+
+def _declared_stand_in(name: str, options: dict) -> Dataset:
+    shape = dataset_shape(name, **options)
+    return stand_in_dataset(name, max(shape.groups, shape.num_classes), shape.num_classes, **options)
+
+
+def _missing_message(name: str, data_dir: str | os.PathLike | None, download: bool) -> str | None:
     if name not in DATASETS:
         raise one_of("dataset", name, DATASETS)
     if name in ("digits", "synthetic"):

@@ -5,7 +5,7 @@ The dry-run copy of a config (:func:`dry_run_config`) keeps the model, the metho
 arguments, the partition scheme, the client count, the augmentation and the batch size; it
 changes only what makes the run small: one round of one local epoch (two rounds, or shorter
 warm-ups, for methods whose first round skips the path later rounds take: see
-:data:`FIRST_ROUND_CHANGES`), a training slice of :data:`IMAGES_PER_CLIENT` images per client
+each method's ``short_run``), a training slice of :data:`IMAGES_PER_CLIENT` images per client
 (doubled until the partition can be drawn over its clients), a few test images per class, the
 sequential path on the CPU, and a temporary results folder (nothing is stored). Where the
 dataset's files are missing it trains on a stand-in of the same shape
@@ -27,21 +27,23 @@ import csv
 import ctypes
 import gc
 import math
-import multiprocessing
 import os
 import re
 import tempfile
 import threading
 import time
 import warnings
-from multiprocessing.connection import wait
 from pathlib import Path
-from typing import Iterator, Sequence
+from typing import TYPE_CHECKING, Iterator, Sequence
 
 import pandas as pd
 
 from fedlib.core.config import RunConfig, hash_with_unread_settings
 from fedlib.errors import FedlibError, one_line
+from fedlib.orchestration.workers import WorkerProcess, has_news, ready_handles
+
+if TYPE_CHECKING:
+    from fedlib.datasets.sources import DataSource
 
 CSV_COLUMNS = ("hash", "notebooks", "dataset", "model", "method", "partition", "clients", "seeds", "data", "status",
                "error", "rounds", "train_slice", "images", "seconds", "seconds_per_image", "peak_rss_mb",
@@ -55,54 +57,17 @@ BUNDLED = ("digits", "synthetic")  # datasets fedlib makes itself: always real, 
 
 
 # ---------------------------------------------------------------------- the dry-run copy
-# A method's dry-run changes: f(method_args, rounds asked for) -> (method_args changes, rounds, note).
-def _pkd(args: dict, rounds: int) -> tuple[dict, int, str]:
-    return ({"warmup_rounds": 0, "expert_rounds": 1}, rounds,
-            "pkd: no warm-up, 1 expert round: round 0 runs weak-class discovery, expert training and the KD loss")
-
-
-def _fedconcat(args: dict, rounds: int) -> tuple[dict, int, str]:
-    return ({"encoder_rounds": rounds}, rounds + 1,
-            f"fedconcat: {rounds} encoder round(s), then 1 classifier round")
-
-
-def _fedlmd_tf(args: dict, rounds: int) -> tuple[dict, int, str]:
-    if args.get("switch_round", -1) < 0:
-        return {}, rounds, ""
-    return {"switch_round": 0}, rounds, "fedlmd_tf: switch_round 0, so round 0 trains with the global teacher"
-
-
-def _second_round(reason: str):
-    return lambda args, rounds: ({}, max(2, rounds), reason)
-
-
-# Methods whose first round skips the path later rounds take, and how their dry-run copy reaches it.
-FIRST_ROUND_CHANGES = {
-    "pkd": _pkd,
-    "fedconcat": _fedconcat,
-    "fedlmd_tf": _fedlmd_tf,
-    "fedgf": _second_round("fedgf: 2 rounds, the global perturbed model exists from round 1"),
-    "fedcurv": _second_round("fedcurv: 2 rounds, the Fisher penalty needs round-0 uploads"),
-    "fedproto": _second_round("fedproto: 2 rounds, global prototypes exist from round 1"),
-    "moon": _second_round("moon: 2 rounds, previous local models exist from round 1"),
-}
-
-
 def dry_run_config(cfg: RunConfig, min_rounds: int = 1, device: str = "cpu") -> tuple[RunConfig, str]:
     """The dry-run copy of ``cfg`` (before its slice is chosen) and a note on what its method
     changes, if anything: ``min_rounds`` round(s) of one local epoch on ``device``, on the
     sequential reference path (the one a clock hook can time client by client), evaluated after
     the last round, a temporary results folder."""
-    changes, rounds, notes = {}, min_rounds, []
-    for part in cfg.method.split("+"):
-        if part in FIRST_ROUND_CHANGES:
-            part_changes, part_rounds, note = FIRST_ROUND_CHANGES[part](cfg.method_args, min_rounds)
-            changes.update(part_changes)
-            rounds = max(rounds, part_rounds)
-            notes += [note] if note else []
+    from fedlib.algorithms import method_class
+
+    changes, rounds, note = method_class(cfg.method).short_run(cfg.method_args, min_rounds)
     dry = cfg.replace(rounds=rounds, local_epochs=1, method_args={**cfg.method_args, **changes}, device=device,
                       eval_every=rounds, backend="sequential", results_dir=None)
-    return dry, "; ".join(notes)
+    return dry, note
 
 
 # ---------------------------------------------------------------------- one config
@@ -157,10 +122,10 @@ def _timed_run(dry: RunConfig, real: bool, results_dir: str) -> dict:
     from fedlib.core import engine
 
     clock = RoundClock()
-    with _data_for(dry, real), warnings.catch_warnings(record=True) as caught:
+    with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         result = engine.run(dry.replace(results_dir=results_dir), hooks=[clock], use_store=False,
-                            progress=False, results_dir=results_dir)
+                            progress=False, results_dir=results_dir, source=data_source(dry, real))
     seconds, images = sum(clock.seconds), sum(clock.images)
     notes = [one_line(w.message) for w in caught if issubclass(w.category, RuntimeWarning)][:1]
     notes += _method_notes(dry, result)
@@ -173,9 +138,10 @@ def _timed_run(dry: RunConfig, real: bool, results_dir: str) -> dict:
 
 def _method_notes(dry: RunConfig, result) -> list[str]:
     """What a reader of the row must know: a method path the slice did not reach."""
-    notes = []
-    if "pkd" in dry.method.split("+") and not any(r.get("pkd_groups") for r in result.rounds):
-        notes.append("pkd found no weak-class group on the slice: the KD loss did not fire")
+    from fedlib.algorithms import method_class
+
+    missed = method_class(dry.method).short_run_missed(result.rounds)
+    notes = [missed] if missed else []
     if result.summary.get("diverged"):
         notes.append("diverged on the slice")
     return notes
@@ -241,8 +207,8 @@ def _drawable(cfg: RunConfig, real: bool) -> bool:
     """Whether the engine can draw ``cfg``'s partition from its slice (the call engine.prepare makes)."""
     from fedlib.core import engine
 
-    with _data_for(cfg, real, image_size=1):  # a stand-in's labels and groups do not depend on its pixels
-        dataset = engine.load_run_dataset(cfg)
+    # a stand-in's labels and groups do not depend on its pixels
+    dataset = engine.load_run_dataset(cfg, data_source(cfg, real, image_size=1))
     try:
         draw_partition(cfg, dataset)
     except FedlibError:
@@ -261,30 +227,15 @@ def draw_partition(cfg: RunConfig, dataset):
                           global_balance=cfg.global_balance)
 
 
-@contextlib.contextmanager
-def _data_for(cfg: RunConfig, real: bool, image_size: int | None = None) -> Iterator[None]:
-    """Inside, the engine loads ``cfg``'s slice: the real files, or a stand-in of that size
-    (``image_size`` overrides its pixels' size)."""
-    from fedlib.core import engine
-    from fedlib.datasets import data
+def data_source(cfg: RunConfig, real: bool, image_size: int | None = None) -> DataSource:
+    """Where the engine reads ``cfg``'s slice: the real files, or stand-ins of the slice's size
+    (``image_size`` overrides their pixels' size)."""
+    from fedlib.datasets.sources import FILES, StandIns
 
     if real:
-        yield
-        return
-
-    def stand_in(name, data_dir=None, download=False, **options):
-        groups = cfg.clients if cfg.partition == "natural" else None  # one writer / domain per client
-        options = {**options, "image_size": image_size} if image_size else options
-        return data.stand_in_dataset(name, cfg.max_train_samples, cfg.max_test_samples, seed=cfg.seed,
-                                     groups=groups, **options)
-
-    original = engine.load_dataset
-    engine.load_dataset = stand_in
-    try:
-        yield
-    finally:
-        engine.load_dataset = original
-        _forget_datasets(tidy=False)  # a stand-in must never be served to a later run as the real data
+        return FILES
+    groups = cfg.clients if cfg.partition == "natural" else None  # one writer / domain per client
+    return StandIns(cfg.max_train_samples, cfg.max_test_samples, seed=cfg.seed, groups=groups, image_size=image_size)
 
 
 def _forget_datasets(tidy: bool) -> None:
@@ -293,7 +244,7 @@ def _forget_datasets(tidy: bool) -> None:
     process really holds."""
     from fedlib.core import engine
 
-    engine._DATASET_CACHE.clear()
+    engine.forget_datasets()
     if tidy:
         gc.collect()
         with contextlib.suppress(OSError, AttributeError):
@@ -582,8 +533,8 @@ def _run_in_workers(todo: list[str], configs: dict, csv_path, jobs: int, timeout
 def _finished(workers: list["_Worker"], timeout_s: float) -> list["_Worker"]:
     """The busy workers with a result, a death or a timeout to collect (waits up to 1 s)."""
     busy = [w for w in workers if w.busy]
-    ready = set(wait([w.connection for w in busy] + [w.process.sentinel for w in busy], timeout=1.0))
-    return [w for w in busy if w.connection in ready or w.process.sentinel in ready or w.overdue(timeout_s)]
+    handles = ready_handles([w.process for w in busy], timeout=1.0)
+    return [w for w in busy if has_news(w.process, handles) or w.overdue(timeout_s)]
 
 
 def _identity(cfg: RunConfig, notebooks: Sequence[str], seeds: Sequence[int] = ()) -> dict:
@@ -593,8 +544,9 @@ def _identity(cfg: RunConfig, notebooks: Sequence[str], seeds: Sequence[int] = (
 
 
 class _Worker:
-    """One worker process running configs one at a time (replaced after JOBS_PER_WORKER of them,
-    or when it dies or overruns)."""
+    """A worker process (:class:`fedlib.orchestration.workers.WorkerProcess`) measuring configs one
+    at a time, replaced after JOBS_PER_WORKER of them, for another (dataset, model) kind, or when
+    it dies or overruns."""
 
     def __init__(self, threads: int):
         self.threads = threads
@@ -617,7 +569,7 @@ class _Worker:
         self.busy = queue.pop(0)
         self.started = time.monotonic()
         self.jobs += 1
-        self.connection.send(configs[self.busy][0].to_dict())
+        self.process.send(configs[self.busy][0].to_dict())
 
     def overdue(self, timeout_s: float) -> bool:
         return self.busy is not None and time.monotonic() - self.started > timeout_s
@@ -626,60 +578,38 @@ class _Worker:
         """The finished config's row; an error row when the worker died or overran."""
         overdue = self.overdue(timeout_s)
         digest, self.busy = self.busy, None
-        if self.connection.poll():
-            try:
-                return {**self.connection.recv(), "hash": digest}
-            except (EOFError, OSError):
-                pass
-        if overdue:
-            reason = f"timed out after {timeout_s:g} s"
-        else:
-            self.process.join(timeout=10)
-            code = self.process.exitcode
-            reason = f"worker process died (exit code {code}{', killed: out of memory?' if code == -9 else ''})"
+        row = self.process.result()
+        if row is not None:
+            return {**row, "hash": digest}
+        reason = f"timed out after {timeout_s:g} s" if overdue else self.process.death()
         self._kill()
         return {"hash": digest, "status": "error", "error": reason, "data": "", "threads": self.threads}
 
     def _restart(self) -> None:
         self.stop()
-        context = multiprocessing.get_context("spawn")
-        self.connection, child = context.Pipe()
-        self.process = context.Process(target=_worker_main, args=(child, self.threads), daemon=True)
-        self.process.start()
-        child.close()
+        self.process = WorkerProcess(measure_row, self.threads)
         self.jobs = 0
 
     def _kill(self) -> None:
         if self.process is not None:
-            if self.process.is_alive():
-                self.process.kill()
-            self.process.join()
-            self.connection.close()
+            self.process.stop(idle=False)
         self.process = None
 
     def stop(self) -> None:
         """End the worker: politely when it is idle (it cleans up after itself), else killed."""
-        if self.process is not None and self.process.is_alive() and self.busy is None:
-            self.connection.send(None)
-            self.process.join(timeout=10)
-        self._kill()
+        if self.process is not None:
+            self.process.stop(idle=self.busy is None)
+        self.process = None
 
 
-def _worker_main(connection, threads: int) -> None:
-    """A worker's loop: a config dict in, its row out, until None arrives or the parent is gone
-    (killed: the row it was running is run again when the dry run resumes)."""
+def measure_row(job: dict, threads: int) -> dict:
+    """A worker's job: the dry-run row of one config dict, measured with ``threads`` torch threads
+    (less the per-round and per-client lists, which stay in the worker)."""
     import torch
 
     torch.set_num_threads(threads)
-    try:
-        while True:
-            job = connection.recv()
-            if job is None:
-                return
-            row = run_one(RunConfig.from_dict(job))
-            connection.send({k: v for k, v in row.items() if not k.startswith(("round_", "client_"))})
-    except (BrokenPipeError, EOFError, ConnectionResetError):
-        return  # the parent was stopped: leave quietly instead of printing a traceback into its log
+    row = run_one(RunConfig.from_dict(job))
+    return {k: v for k, v in row.items() if not k.startswith(("round_", "client_"))}
 
 
 # ---------------------------------------------------------------------- the report

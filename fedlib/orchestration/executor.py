@@ -30,14 +30,12 @@ failure and its error.
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 import socket
 import time
 import warnings
 from collections import Counter, deque
 from dataclasses import dataclass, field
-from multiprocessing.connection import wait
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -45,6 +43,7 @@ from fedlib.core import store
 from fedlib.core.config import RunConfig
 from fedlib.errors import FedlibError, one_line, one_of
 from fedlib.orchestration import resources
+from fedlib.orchestration.workers import WorkerProcess, has_news, ready_handles
 
 EXECUTORS = ("serial", "local", "ray")
 RAY_INSTALL = "pip install -e '.[ray]'"  # the optional extra that brings Ray
@@ -149,81 +148,27 @@ class _SerialPool:
         pass
 
 
-class _LocalWorker:
-    """A spawned process that trains the runs it is sent, one at a time."""
+class _LocalWorker(WorkerProcess):
+    """A worker process that trains the runs it is sent, one at a time, on its GPU if it has one."""
 
     def __init__(self, threads: int, gpu: int | None):
-        context = multiprocessing.get_context("spawn")
-        self.connection, child = context.Pipe()
-        self.process = context.Process(target=_worker_loop, args=(child, threads, gpu, os.getpid()), daemon=True,
-                                       name="fedlib-worker")
-        self.process.start()
-        child.close()
-        self.gpu = gpu
+        super().__init__(train_one, threads, gpu)
         self.job: RunConfig | None = None
         self.reserved = 0  # GPU bytes its run was placed with
 
     def give(self, cfg: RunConfig) -> None:
         self.job = cfg
-        self.connection.send(cfg.to_dict())
+        self.send(cfg.to_dict())
 
     def take_result(self) -> dict:
         """The finished run's result; a 'died' result when the process is gone."""
         self.job = None
-        try:
-            if self.connection.poll():
-                return self.connection.recv()
-        except (EOFError, OSError):
-            pass
-        self.process.join(timeout=10)
-        code = self.process.exitcode
-        hint = ", killed: out of memory?" if code == -9 else ""
-        return {"status": "died", "error": f"worker process {self.process.pid} died (exit code {code}{hint})"}
+        result = self.result()
+        return result if result is not None else {"status": "died", "error": self.death()}
 
     def stop(self) -> None:
         """End the process: asked to when idle, killed when busy (its run resumes later)."""
-        if self.process.is_alive() and self.job is None:
-            try:
-                self.connection.send(None)
-                self.process.join(timeout=10)
-            except (BrokenPipeError, OSError):
-                pass
-        if self.process.is_alive():
-            self.process.kill()
-        self.process.join()
-        self.connection.close()
-
-
-def _worker_loop(connection, threads: int, gpu: int | None, parent: int | None = None) -> None:
-    """A local worker: a config dict in, its result out, until None arrives; it dies with its
-    parent (``parent``, the executor's pid), even one killed with SIGKILL."""
-    if parent is not None:
-        _die_with(parent)
-    if gpu is not None:  # before torch initialises CUDA: this worker sees one GPU, as cuda:0
-        os.environ["CUDA_VISIBLE_DEVICES"] = str(gpu)
-    try:
-        for job in iter(connection.recv, None):
-            connection.send(train_one(job, threads))
-    except (EOFError, BrokenPipeError, KeyboardInterrupt):  # the executor is gone, or Ctrl-C: its run resumes later
-        return
-
-
-PARENT_POLL_SECONDS = 1.0
-
-
-def _die_with(parent: int) -> None:
-    """End this process as soon as process ``parent`` is gone: a daemon thread checks once a second
-    whether this process has been handed to another parent (what the OS does when the parent dies,
-    however it died). The run it was training keeps its last checkpoint and its claim, which the
-    next worker takes over (the claim's process is dead)."""
-    import threading
-
-    def watch() -> None:
-        while os.getppid() == parent:
-            time.sleep(PARENT_POLL_SECONDS)
-        os._exit(1)
-
-    threading.Thread(target=watch, name="fedlib-parent-watch", daemon=True).start()
+        super().stop(idle=self.job is None)
 
 
 class _LocalPool:
@@ -259,7 +204,7 @@ class _LocalPool:
         return resources.place_run(need, self.reserved, self.capacity), need
 
     def submit(self, cfg: RunConfig) -> None:
-        for worker in [w for w in self.workers if w.job is None and not w.process.is_alive()]:
+        for worker in [w for w in self.workers if w.job is None and not w.alive()]:
             worker.stop()  # died while idle
             self.workers.remove(worker)
         gpu, need = self._place(cfg) if self._on_gpu(cfg) else (None, 0)
@@ -287,8 +232,8 @@ class _LocalPool:
         busy = [w for w in self.workers if w.job is not None]
         if not busy:
             return []
-        ready = set(wait([w.connection for w in busy] + [w.process.sentinel for w in busy], timeout=timeout))
-        done = [w for w in busy if w.connection in ready or w.process.sentinel in ready]
+        handles = ready_handles(busy, timeout)
+        done = [w for w in busy if has_news(w, handles)]
         results = []
         for worker in done:
             cfg = worker.job

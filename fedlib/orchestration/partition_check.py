@@ -91,7 +91,7 @@ def _check_one(cfg: RunConfig, count: int, notebooks: Sequence[str]) -> dict:
 def _forget_datasets() -> None:
     from fedlib.core import engine
 
-    engine._DATASET_CACHE.clear()
+    engine.forget_datasets()
 
 
 def _write(frame: pd.DataFrame, path: Path) -> None:

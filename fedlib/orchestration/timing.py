@@ -228,7 +228,7 @@ def train_images(cfg: RunConfig) -> int:
 # ---------------------------------------------------------------------- probes
 def probe_seconds_per_image(cfg: RunConfig, device: str = "auto", clients: int = PROBE_CLIENTS) -> float | None:
     """Seconds per training image of ``cfg``'s kind from a probe: one round (two for methods
-    whose first round differs, :data:`fedlib.orchestration.dry_run.FIRST_ROUND_CHANGES`) of one local epoch of
+    whose first round differs, ``Algorithm.short_run``) of one local epoch of
     one batch on each of ``clients`` clients (IID), on a stand-in of the data's shape, on the
     sequential path; the fastest client's rate (the least disturbed by a busy machine, and not
     the first, whose step warms the kernels up). None if the probe fails."""

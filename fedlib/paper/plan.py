@@ -9,18 +9,17 @@ notebooks without a grid function (``fedlib.paper.grids``' docstring names them)
 
 Declaring does not need the data: grids skip their runs when ``data.missing_dataset_message``
 names a missing dataset, and size some grids from the data (every FEMNIST writer a client), so
-while declaring, that check reports every dataset present and ``data.load_dataset`` serves a
-stand-in of the missing dataset's published shape (:data:`fedlib.datasets.data.DATASET_SHAPES`). The plan
-then says which runs cannot run here, and why.
+they are declared inside :func:`fedlib.datasets.data.declaring`: that check reports every dataset
+present and ``data.load_dataset`` serves a stand-in of the missing dataset's published shape
+(:data:`fedlib.datasets.data.DATASET_SHAPES`). The plan then says which runs cannot run here, and why.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 from pathlib import Path
-from typing import Iterator, Sequence
+from typing import Sequence
 
 import pandas as pd
 
@@ -49,7 +48,7 @@ def declared_configs(notebook: Path, parameters: dict) -> list[RunConfig] | None
             raise FedlibError(f"{notebook.stem} prints a plan but has no grid function; add one to "
                               f"fedlib/paper/grids/ and its name to fedlib.paper.grids.GRIDS")
         return None
-    with _data_not_needed():
+    with data.declaring():
         return list(grid(notebook_parameters(notebook, parameters)))
 
 
@@ -74,24 +73,6 @@ def notebook_parameters(notebook: Path, parameters: dict) -> dict:
     resolved = resolve_parameters(notebook.stem, values, values, root=notebook.parent.parent)
     check_parameters(notebook.stem, defaults, resolved)
     return resolved
-
-
-@contextlib.contextmanager
-def _data_not_needed() -> Iterator[None]:
-    """While declaring: every dataset reads as present, and a missing one loads as a small
-    stand-in of its published shape (one sample per natural group, so group counts hold)."""
-
-    def load(name, data_dir=None, download=False, **options):
-        if missing(name, data_dir, download) is None:
-            return real_load(name, data_dir=data_dir, download=download, **options)
-        shape = data.dataset_shape(name, **options)
-        size = max(shape.groups, shape.num_classes)
-        return data.stand_in_dataset(name, size, shape.num_classes, **options)
-
-    missing, real_load = data.missing_dataset_message, data.load_dataset
-    with _replaced(data, "missing_dataset_message", lambda *args, **kwargs: None), \
-            _replaced(data, "dataset_available", lambda *args, **kwargs: True), _replaced(data, "load_dataset", load):
-        yield
 
 
 # ---------------------------------------------------------------------- the plan table
@@ -162,13 +143,3 @@ def format_plan(frame: pd.DataFrame, profile: str, device: str) -> str:
         lines.append(f"seconds per image of the (dataset, model, method) kinds: {sources}; "
                      f"{frame.attrs.get('probes', 0)} probe(s) run now")
     return "\n".join(lines)
-
-
-@contextlib.contextmanager
-def _replaced(owner, name: str, value) -> Iterator[None]:
-    original = getattr(owner, name)
-    setattr(owner, name, value)
-    try:
-        yield
-    finally:
-        setattr(owner, name, original)
