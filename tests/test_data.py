@@ -11,6 +11,7 @@ import torch
 from PIL import Image
 
 from fedlib import data
+from fedlib.datasets import loaders
 from fedlib.augment import (
     AUGMENTATIONS, CIFAR10_POLICY, AugmentSpec, augment_spec, autoaugment_cifar10,
     default_augmentation, normalize, op_magnitude, prepare_batch,
@@ -325,9 +326,9 @@ def test_office_caltech_domains_resize_and_split(tmp_path, cache_dir):
 
 def test_office_split_depends_on_seed_only(tmp_path):
     keys = np.repeat(np.arange(3), 10)
-    first = data._split_per_group(keys, 0.2, seed=0)
-    assert np.array_equal(first, data._split_per_group(keys, 0.2, seed=0))
-    assert not np.array_equal(first, data._split_per_group(keys, 0.2, seed=1))
+    first = loaders._split_per_group(keys, 0.2, seed=0)
+    assert np.array_equal(first, loaders._split_per_group(keys, 0.2, seed=0))
+    assert not np.array_equal(first, loaders._split_per_group(keys, 0.2, seed=1))
     assert [first[keys == k].sum() for k in range(3)] == [2, 2, 2]
 
 
