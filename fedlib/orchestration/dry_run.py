@@ -22,32 +22,25 @@ resumes where it stopped; configs already in the CSV are skipped.
 
 from __future__ import annotations
 
-import contextlib
-import csv
-import ctypes
-import gc
 import math
 import os
-import re
 import tempfile
-import threading
 import time
 import warnings
-from pathlib import Path
 from typing import TYPE_CHECKING, Iterator, Sequence
 
 import pandas as pd
 
-from fedlib.core.config import RunConfig, hash_with_unread_settings
+from fedlib.core.config import RunConfig
 from fedlib.errors import FedlibError, one_line
+from fedlib.orchestration.dry_run_rows import (  # noqa: F401 - the rows' names, importable from here
+    CSV_COLUMNS, append_row, format_dry_run, read_rows, rekey_old_hashes, summary_line)
+from fedlib.orchestration.peak_memory import PeakMemory, release_memory
 from fedlib.orchestration.workers import WorkerProcess, has_news, ready_handles
 
 if TYPE_CHECKING:
     from fedlib.datasets.sources import DataSource
 
-CSV_COLUMNS = ("hash", "notebooks", "dataset", "model", "method", "partition", "clients", "seeds", "data", "status",
-               "error", "rounds", "train_slice", "images", "seconds", "seconds_per_image", "peak_rss_mb",
-               "parameters", "threads", "wall_seconds", "note")
 IMAGES_PER_CLIENT = 16  # the first slice tried: this many training images per client
 MAX_DOUBLINGS = 6  # the slice doubles at most this often (16 -> 1024 images per client) for the partition
 TEST_IMAGES_PER_CLASS = 2
@@ -239,66 +232,13 @@ def data_source(cfg: RunConfig, real: bool, image_size: int | None = None) -> Da
 
 
 def _forget_datasets(tidy: bool) -> None:
-    """Drop the engine's datasets; ``tidy`` also collects garbage and hands freed memory back to
-    the system (glibc's malloc_trim), so that the next config's peak starts from what this
-    process really holds."""
+    """Drop the engine's datasets; ``tidy`` also hands freed memory back to the system, so that
+    the next config's peak starts from what this process really holds."""
     from fedlib.core import engine
 
     engine.forget_datasets()
     if tidy:
-        gc.collect()
-        with contextlib.suppress(OSError, AttributeError):
-            ctypes.CDLL("libc.so.6").malloc_trim(0)
-
-
-# ---------------------------------------------------------------------- memory
-class PeakMemory:
-    """Peak resident memory (MB) of this process inside the block.
-
-    On Linux the kernel's high-water mark (VmHWM) is reset on entry and read on exit: exact, and
-    it counts every allocation (torch's CPU tensors included). Elsewhere a thread samples the
-    resident size every 10 ms.
-    """
-
-    STATUS = Path("/proc/self/status")
-
-    def __enter__(self) -> "PeakMemory":
-        self.megabytes = float("nan")
-        self._exact = _reset_high_water_mark()
-        self._stop = threading.Event()
-        self._sampled = 0
-        if not self._exact:
-            self._thread = threading.Thread(target=self._sample, daemon=True)
-            self._thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        if self._exact:
-            self.megabytes = round(_status_kb("VmHWM") / 1024, 1)
-            return
-        self._stop.set()
-        self._thread.join()
-        self.megabytes = round(self._sampled / 2 ** 20, 1)
-
-    def _sample(self) -> None:
-        import psutil
-
-        process = psutil.Process()
-        while not self._stop.wait(0.01):
-            self._sampled = max(self._sampled, process.memory_info().rss)
-
-
-def _reset_high_water_mark() -> bool:
-    try:
-        Path("/proc/self/clear_refs").write_text("5")
-        return _status_kb("VmHWM") > 0
-    except OSError:
-        return False
-
-
-def _status_kb(field: str) -> int:
-    match = re.search(rf"^{field}:\s+(\d+)\s+kB", PeakMemory.STATUS.read_text(), re.MULTILINE)
-    return int(match.group(1)) if match else 0
+        release_memory()
 
 
 def _torch_threads() -> int:
@@ -307,68 +247,7 @@ def _torch_threads() -> int:
     return torch.get_num_threads()
 
 
-# ---------------------------------------------------------------------- the CSV
-def read_rows(csv_path: str | os.PathLike) -> dict[str, dict]:
-    """The rows of a dry-run CSV by config hash (a hash listed twice: its last row)."""
-    path = Path(csv_path)
-    if not path.exists():
-        return {}
-    with path.open(newline="") as handle:
-        return {row["hash"]: row for row in csv.DictReader(handle)}
-
-
-def append_row(csv_path: str | os.PathLike, row: dict) -> None:
-    """Append one row, writing the header first into a new file (and bringing a file written
-    with other columns, by another fedlib version, to today's); flushed at once."""
-    path = Path(csv_path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    new = not path.exists() or path.stat().st_size == 0
-    if not new and _header(path) != list(CSV_COLUMNS):
-        _rewrite(path, read_rows(path).values())
-    with path.open("a", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=CSV_COLUMNS, extrasaction="ignore")
-        if new:
-            writer.writeheader()
-        writer.writerow({key: _cell(row.get(key, "")) for key in CSV_COLUMNS})
-
-
-def _header(path: Path) -> list[str]:
-    with path.open(newline="") as handle:
-        return next(csv.reader(handle), [])
-
-
-def _rewrite(path: Path, rows) -> None:
-    """Write ``rows`` with today's columns into a new file that then replaces ``path``."""
-    scratch = path.with_suffix(path.suffix + ".tmp")
-    with scratch.open("w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=CSV_COLUMNS, extrasaction="ignore", restval="")
-        writer.writeheader()
-        writer.writerows(rows)
-    scratch.replace(path)
-
-
-def _cell(value):
-    return f"{value:.6g}" if isinstance(value, float) else value
-
-
 # ---------------------------------------------------------------------- many configs
-def rekey_old_hashes(csv_path: str | os.PathLike, configs: dict[str, tuple[RunConfig, Sequence[str]]]) -> dict[str, dict]:
-    """The CSV's rows by hash, after renaming rows that older code keyed by a config's hash with
-    every partition setting hashed (:func:`fedlib.core.config.hash_with_unread_settings`) to its hash
-    today, so a resumed dry run does not run them again; the file is rewritten if any moved."""
-    done = read_rows(csv_path)
-    moved = 0
-    for digest, (cfg, *_) in configs.items():
-        old = hash_with_unread_settings(cfg)
-        if old != digest and old in done and digest not in done:
-            done[digest] = {**done.pop(old), "hash": digest}
-            moved += 1
-    if moved:
-        _rewrite(Path(csv_path), done.values())
-        print(f"{csv_path}: {moved} rows written under an older config hash renamed to today's", flush=True)
-    return done
-
-
 def dry_run(configs: dict[str, tuple[RunConfig, Sequence[str]]], csv_path: str | os.PathLike, *,
             jobs: int = 1, limit: int | None = None, retry_errors: bool = False,
             timeout_s: float = DEFAULT_TIMEOUT_S, progress: bool = True, every_seed: bool = False) -> pd.DataFrame:
@@ -612,37 +491,3 @@ def measure_row(job: dict, threads: int) -> dict:
     return {k: v for k, v in row.items() if not k.startswith(("round_", "client_"))}
 
 
-# ---------------------------------------------------------------------- the report
-TABLE_COLUMNS = ["dataset", "model", "method", "partition", "clients", "data", "status", "peak_rss_mb",
-                 "parameters", "seconds_per_image", "error"]
-
-
-def format_dry_run(frame: pd.DataFrame, csv_path: str | os.PathLike | None = None) -> str:
-    """The dry run as text: one line per config, a summary line, then every error on its own line."""
-    if frame.empty:
-        return "dry run: no configs"
-    shown = frame.reindex(columns=TABLE_COLUMNS).fillna("")
-    shown["seconds_per_image"] = [_short(v) for v in shown["seconds_per_image"]]
-    lines = [shown.to_string(index=False), summary_line(frame)]
-    errors = frame[frame["status"] != "ok"]
-    lines += [f"error: {r.hash} {r.method} on {r.dataset} ({r.notebooks}): {r.error}" for r in errors.itertuples()]
-    if csv_path is not None:
-        lines.append(f"rows in {csv_path}")
-    return "\n".join(lines)
-
-
-def summary_line(frame: pd.DataFrame) -> str:
-    """'N ok, M errors, K on stand-in data (N configs; D declared, ...)' over the rows of
-    ``frame`` (a row stands for the declared configs of every seed in its ``seeds`` column)."""
-    ok = int((frame["status"] == "ok").sum())
-    stand_in = int((frame["data"] == "stand-in").sum())
-    declared = sum(len(str(seeds).split()) or 1 for seeds in frame["seeds"].fillna(""))
-    standing = f"; {declared} declared, counting each row's other seeds" if declared > len(frame) else ""
-    return f"dry run: {ok} ok, {len(frame) - ok} errors, {stand_in} on stand-in data ({len(frame)} configs{standing})"
-
-
-def _short(value) -> str:
-    try:
-        return f"{float(value):.2e}"
-    except (TypeError, ValueError):
-        return ""
