@@ -158,6 +158,14 @@ def test_every_fails_on_one_counterexample_even_with_others_open():
     assert verdict.numbers == "holds in 1 of 3 columns, does not hold in 1, no verdict yet in 1"
 
 
+def test_every_passes_on_the_reason_its_open_parts_share():
+    one_value = claims.no_verdict("a", claims.ONE_VALUE)
+    verdict = claims.every("c", [one_value, one_value], unit="methods")
+    assert verdict.reason == f"no verdict yet in 2 of 2 methods: {claims.ONE_VALUE}"
+    mixed = claims.every("c", [one_value, claims.no_verdict("b", claims.MISSING)], unit="methods")
+    assert mixed.reason == "no verdict yet in 2 of 2 methods"
+
+
 def test_every_gives_no_verdict_while_one_part_is_open_or_none_exists():
     assert claims.every("c", [claims.Verdict("a", True), claims.Verdict("b", None)]).holds is None
     assert claims.every("c", []).holds is None

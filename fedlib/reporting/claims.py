@@ -221,7 +221,9 @@ def every(claim: str, verdicts: Sequence[Verdict], *, numbers: str | None = None
     if failed:
         return Verdict(claim, False, numbers)
     if open_:
-        return no_verdict(claim, f"no verdict yet in {open_} of {len(verdicts)} {unit}", numbers)
+        reasons = {v.reason for v in verdicts if v.holds is None}
+        why = f": {reasons.pop()}" if len(reasons) == 1 else ""
+        return no_verdict(claim, f"no verdict yet in {open_} of {len(verdicts)} {unit}{why}", numbers)
     return Verdict(claim, True, numbers)
 
 
