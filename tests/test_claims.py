@@ -85,6 +85,23 @@ def test_best_at_holds_for_the_leader_and_for_every_label_in_a_tie():
     assert claims.best_at("c", tied, 0.001).holds is True and claims.best_at("c", tied, 1.0).holds is True
 
 
+def test_best_at_strictly_needs_a_lead_without_a_tie():
+    alphas = by({0.0: 18.0, 0.8: 19.0, 0.9: 18.0})
+    assert claims.best_at("alpha 0 below every other", alphas, 0.0, lower_is_better=True).holds is True
+    assert claims.best_at("alpha 0 below every other", alphas, 0.0, lower_is_better=True, strictly=True).holds is False
+    assert claims.best_at("c", by({0.0: 17.0, 0.9: 18.0}), 0.0, lower_is_better=True, strictly=True).holds is True
+
+
+def test_beats_at_compares_two_labels_and_names_one_the_grid_lacks():
+    mus = by({0.001: 18.0, 1.0: 12.0})
+    verdict = claims.beats_at("mu = 1 below mu = 0.001", mus, 0.001, 1.0, name=lambda v: f"mu = {v:g}")
+    assert verdict.holds is True and verdict.numbers == "18.00% at mu = 0.001 vs 12.00% at mu = 1"
+    assert claims.beats_at("c", mus, 1.0, 0.001).holds is False
+    lacking = claims.beats_at("c", by({0.001: 18.0, 0.1: 12.0}), 0.001, 1.0, name=lambda v: f"mu = {v:g}")
+    assert lacking.holds is None and lacking.reason == "mu = 1 not among the values compared"
+    assert claims.beats_at("c", by({0.001: NAN, 1.0: 12.0}), 0.001, 1.0).reason == claims.MISSING
+
+
 def test_best_at_with_lower_is_better_picks_the_smallest():
     drops = by({"fedavg": 1.39, "fedlmd": 0.0})
     assert claims.best_at("least drop", drops, "fedlmd", lower_is_better=True).holds is True

@@ -15,7 +15,8 @@ verdict, and so does a grid too small to show what the claim is about (one value
 The checks, each a short function returning a Verdict:
 
 - :func:`beats`, :func:`at_least`, :func:`within` -- one number against another;
-- :func:`best_at`      -- a label leads a series (ties count as leading);
+- :func:`beats_at`     -- one label of a series against another (two values of a knob);
+- :func:`best_at`      -- a label leads a series (a tie leads, unless ``strictly``);
 - :func:`rises`, :func:`falls` -- a series over a parameter, read step by step, end to end or
   first third against last third;
 - :func:`varies_less`  -- a smaller spread over a grid than a rival's;
@@ -125,20 +126,37 @@ def within(claim: str, value: float, reference: float, tolerance: float, *,
 
 
 # ---------------------------------------------------------------------- a label among others
-def best_at(claim: str, values: pd.Series, label, *, lower_is_better: bool = False,
-            numbers: str | None = None, name: Callable = str) -> Verdict:
+def beats_at(claim: str, values: pd.Series, label, rival, *, lower_is_better: bool = False,
+             numbers: str | None = None, name: Callable | None = None, unit: str = "%") -> Verdict:
+    """:func:`beats` for two labels of ``values`` (two values of a knob, two methods); no verdict
+    when either label is not among ``values``."""
+    name = name or label_text
+    absent = [name(key) for key in (label, rival) if key not in values.index]
+    if absent:
+        return no_verdict(claim, f"{' and '.join(absent)} not among the values compared", numbers or "")
+    if numbers is None:
+        numbers = (f"{number_text(values[label], unit)} at {name(label)} vs "
+                   f"{number_text(values[rival], unit)} at {name(rival)}")
+    return beats(claim, values[label], values[rival], lower_is_better=lower_is_better, numbers=numbers)
+
+
+def best_at(claim: str, values: pd.Series, label, *, lower_is_better: bool = False, strictly: bool = False,
+            numbers: str | None = None, name: Callable | None = None) -> Verdict:
     """Holds when ``label`` leads ``values`` (is highest, or lowest with ``lower_is_better``); a
-    label tied for the lead leads. No verdict with fewer than two values, a ``label`` that is not
-    among them, or a value missing: the lead over the values present could be wrong."""
+    label tied for the lead leads, unless ``strictly``. No verdict with fewer than two values, a
+    ``label`` that is not among them, or a value missing: the lead over the values present could
+    be wrong."""
+    name = name or label_text
     if len(values) < 2:
         return no_verdict(claim, ONE_VALUE, values_text(values, "", name=name) if numbers is None else numbers)
     if label not in values.index:
-        return no_verdict(claim, f"{name(label)} is not among the values compared", numbers or "")
+        return no_verdict(claim, f"{name(label)} not among the values compared", numbers or "")
     if numbers is None:
         numbers = _lead_text(values, label, lower_is_better, name)
     if _missing(values):
         return no_verdict(claim, MISSING, numbers)
-    return Verdict(claim, label in leaders(-values if lower_is_better else values), numbers)
+    top = leaders(-values if lower_is_better else values)
+    return Verdict(claim, label in top and (len(top) == 1 or not strictly), numbers)
 
 
 def _lead_text(values: pd.Series, label, lower_is_better: bool, name: Callable) -> str:
@@ -318,9 +336,14 @@ def number_text(value: float, unit: str = "%", digits: int = 2, missing: str = "
 def values_text(values: pd.Series, unit: str = "%", digits: int = 2, missing: str = "no number",
                 name: Callable | None = None) -> str:
     """'41.10% at 1, 23.50% at 4': each value with its index label (``name`` turns a label into
-    words; numbers print with ``:g``)."""
-    name = name or (lambda label: f"{label:g}" if isinstance(label, Real) else str(label))
+    words; default :func:`label_text`)."""
+    name = name or label_text
     return ", ".join(f"{number_text(value, unit, digits, missing)} at {name(label)}" for label, value in values.items())
+
+
+def label_text(label) -> str:
+    """A label as text: a number with ``:g`` (``1.0`` -> ``1``), anything else as ``str``."""
+    return f"{label:g}" if isinstance(label, Real) and not isinstance(label, bool) else str(label)
 
 
 def names_text(names: Sequence, most: int = 3, noun: str = "classes") -> str:
