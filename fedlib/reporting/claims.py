@@ -42,7 +42,7 @@ from fedlib.orchestration import experiments
 from fedlib.reporting.tables import DIVERGED, NEVER, NOT_RUN, leaders
 
 HOLDS, DOES_NOT_HOLD, NO_VERDICT = "holds", "does not hold", "no verdict yet"
-MISSING = "a number is missing: a run diverged, is in no store or ran fewer seeds than declared"
+MISSING = "a number is missing: not in this profile, diverged, in no store, or fewer seeds than declared"
 ONE_VALUE = "one value only: nothing to compare"
 TRENDS = {"steps": "every step", "ends": "the last value against the first",
           "thirds": "the mean of the last third against the first third"}
