@@ -185,7 +185,8 @@ def test_every_passes_on_the_reason_its_open_parts_share():
 
 def test_every_gives_no_verdict_while_one_part_is_open_or_none_exists():
     assert claims.every("c", [claims.Verdict("a", True), claims.Verdict("b", None)]).holds is None
-    assert claims.every("c", []).holds is None
+    nothing = claims.every("c", [], unit="variants")
+    assert nothing.holds is None and nothing.reason == "no variants to compare" and nothing.numbers == ""
     assert claims.every("c", [claims.Verdict("a", True), claims.Verdict("b", True)]).holds is True
 
 

@@ -233,9 +233,9 @@ def every(claim: str, verdicts: Sequence[Verdict], *, numbers: str | None = None
     held = len(verdicts) - failed - open_
     counts = f"holds in {held} of {len(verdicts)} {unit}" + (f", does not hold in {failed}" if failed else "") \
         + (f", no verdict yet in {open_}" if open_ else "")
-    numbers = counts if numbers is None else numbers
     if not verdicts:
-        return no_verdict(claim, f"no {unit} to compare", numbers)
+        return no_verdict(claim, f"no {unit} to compare", numbers or "")
+    numbers = counts if numbers is None else numbers
     if failed:
         return Verdict(claim, False, numbers)
     if open_:
