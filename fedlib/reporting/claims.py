@@ -24,7 +24,7 @@ The checks, each a short function returning a Verdict:
 - :func:`cheaper_to_reach`, :func:`reaches` -- the cost to reach a target (PKD Tables 9-10),
   from the seeds of a cell summarised by :class:`Reach`.
 
-Our numbers in words: :func:`number_text`, :func:`values_text`, :func:`names_text`.
+Our numbers in words: :func:`number_text`, :func:`values_text`, :func:`label_text`, :func:`names_text`.
 """
 
 from __future__ import annotations
