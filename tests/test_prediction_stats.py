@@ -100,3 +100,16 @@ def test_top_class_share_and_correlation():
     corr = ps.sampled_prediction_correlation(sampled, predicted)
     assert corr[0] == pytest.approx(np.corrcoef([10, 0, 5], [6, 2, 2])[0, 1])
     assert np.isnan(corr[1])  # constant predictions: correlation undefined
+
+
+def test_bias_summary_reads_the_heat_maps_as_numbers():
+    history = ps.PredictionHistory(config=tiny_config(), rounds=np.array([1, 2]),
+                                   sampled_counts=np.array([[10, 0], [0, 10]]),
+                                   predicted_counts=np.array([[4, 0], [1, 1]]),
+                                   accuracy=np.array([0.4, 0.5]), class_names=["a", "b"])
+    summary = ps.bias_summary(history, np.array([0.5, 0.5]), slice(1, None))
+    assert summary["TV to true labels, all rounds"] == pytest.approx(0.25)  # 0.5 in round 1, 0 in round 2
+    assert summary["TV to true labels, 2nd half"] == pytest.approx(0.0)
+    assert summary["share to top sampled class"] == pytest.approx(0.75)  # 1.0 then 0.5
+    assert summary["corr(sampled, predicted)"] == pytest.approx(1.0)  # round 2's constant mix: NaN, left out
+    assert summary["best accuracy (%)"] == pytest.approx(50.0) and summary["final accuracy (%)"] == pytest.approx(50.0)

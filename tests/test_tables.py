@@ -74,6 +74,12 @@ def test_paper_layout_means_over_seeds_and_marks_the_best():
     assert text.loc["fedavg", ("digits", "partition=dirichlet;beta=0.5")] == "60.50 ± 0.50"
 
 
+def test_paper_layout_without_std_shows_the_mean_alone_and_keeps_the_std_frame():
+    frame = tables.table_frame([fake_result(BASE.replace(seed=s), [0.6 + s / 100]) for s in (0, 1)])
+    mean, std, text = tables.paper_layout(frame, "best_accuracy", digits=1, mark_best=False, show_std=False)
+    assert text.iloc[0, 0] == "60.5" and std.iloc[0, 0] == pytest.approx(0.5)
+
+
 def test_compare_with_paper_matches_loose_spellings_and_subtracts():
     mean, std, _ = layout_from_fake_runs()
     paper = pd.DataFrame({"paper": "feded", "table": "1", "method": ["FedED", "FedAvg", "FedAvg"],

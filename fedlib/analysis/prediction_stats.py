@@ -158,3 +158,17 @@ def sampled_prediction_correlation(sampled_counts: np.ndarray, predicted_counts:
     norms = np.linalg.norm(sampled, axis=-1) * np.linalg.norm(predicted, axis=-1)
     dots = (sampled * predicted).sum(axis=-1)
     return np.divide(dots, norms, out=np.full_like(dots, np.nan), where=norms > 0)
+
+
+def bias_summary(history: PredictionHistory, test_fractions: np.ndarray, late: slice) -> dict[str, float]:
+    """The heat maps of one run in six numbers: the total-variation distance of its predicted-class
+    mix to the test set's label mix (``test_fractions``), over all rounds and over the ``late``
+    ones; the share of predictions given to each round's most-sampled class and the correlation
+    of the sampled with the predicted mix, averaged over the rounds; its best and final accuracy (%)."""
+    gap = total_variation(history.predicted_fractions, test_fractions)
+    share = top_class_share(history.sampled_counts, history.predicted_counts)
+    corr = sampled_prediction_correlation(history.sampled_counts, history.predicted_counts)
+    return {"TV to true labels, all rounds": gap.mean(), "TV to true labels, 2nd half": gap[late].mean(),
+            "share to top sampled class": share.mean(), "corr(sampled, predicted)": np.nanmean(corr),
+            "best accuracy (%)": 100 * np.nanmax(history.accuracy),
+            "final accuracy (%)": 100 * history.accuracy[-1]}

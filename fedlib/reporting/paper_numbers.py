@@ -9,6 +9,7 @@ The folder's README.md explains the ``setting`` vocabulary.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Iterable
 
 import pandas as pd
 
@@ -72,6 +73,24 @@ def parse_setting(setting: str) -> dict[str, str]:
     if any(len(pair) != 2 for pair in pairs):
         raise FedlibError(f"bad setting {setting!r}; expected key=value pairs joined by ';'")
     return dict(pairs)
+
+
+def setting_field(settings: Iterable[str], key: str) -> list[str | None]:
+    """The value of ``key`` in each ``setting`` string (None where a setting lacks it):
+    ``target_min`` of ``...;metric=cost_u;target_min=40`` is ``"40"``."""
+    return [parse_setting(setting).get(key) for setting in settings]
+
+
+def setting_values(settings: Iterable[str], key: str, **having: str) -> list[str]:
+    """The distinct values of ``key``, in order of first appearance, among the settings that
+    hold every ``having`` field: PKD Table 9's target columns are
+    ``setting_values(paper["setting"], "target_min", metric="cost_u")``."""
+    values = []
+    for setting in settings:
+        fields = parse_setting(setting)
+        if key in fields and all(fields.get(name) == str(value) for name, value in having.items()):
+            values.append(fields[key])
+    return list(dict.fromkeys(values))
 
 
 def _table_number(table: int | str) -> int:

@@ -382,10 +382,11 @@ def best_text(values: pd.Series, digits: int = 2, name=str) -> str:
 
 def paper_layout(frame: pd.DataFrame, value: str, index: str = "label",
                  columns: str | list[str] | None = ("dataset", "setting"), digits: int = 2,
-                 row_order: Sequence[str] | None = None, mark_best: bool = True
+                 row_order: Sequence[str] | None = None, mark_best: bool = True, show_std: bool = True
                  ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """Mean, std over seeds and the 'mean ± std' text table (best per column in bold unless
-    ``mark_best`` is False; an infinite mean -- a cost target never reached -- reads "never").
+    ``mark_best`` is False; the mean alone unless ``show_std``; an infinite mean -- a cost target
+    never reached -- reads "never").
 
     Rows keep the order of ``row_order`` (the paper's order) when given, else first appearance.
     A cell with a diverged run has a NaN mean and reads "diverged"; one none of whose runs is
@@ -400,7 +401,8 @@ def paper_layout(frame: pd.DataFrame, value: str, index: str = "label",
     if row_order is not None:
         order = [r for r in row_order if r in mean.index]
         mean, std = mean.loc[order], std.loc[order]
-    text = experiments.format_mean_std(mean, std, digits=digits, mark_best=mark_best)
+    shown_std = std if show_std else pd.DataFrame(np.nan, index=std.index, columns=std.columns)
+    text = experiments.format_mean_std(mean, shown_std, digits=digits, mark_best=mark_best)
     text = text.mask(np.isinf(mean.astype(float)), NEVER + experiments.seed_notes(mean))
     return mean, std, mark_flagged(text, frame, index, columns)
 

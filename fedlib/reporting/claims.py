@@ -1,0 +1,351 @@
+"""Does a paper's claim hold in our runs? One verdict per claim, with our numbers behind it.
+
+A notebook states each claim in words, hands over the numbers its runs gave, and prints the
+verdicts; it holds no comparison logic of its own::
+
+    verdicts = [claims.beats("FedLMD beats FedAvg", ours["fedlmd"], ours["fedavg"]),
+                claims.falls("accuracy falls as the switch comes later", by_switch, compare="steps")]
+    claims.show(verdicts, "profile 'quick': does each claim hold in our runs?")
+
+A :class:`Verdict` says :data:`HOLDS`, :data:`DOES_NOT_HOLD` or :data:`NO_VERDICT` ("no verdict
+yet", with a one-line reason). Verdicts are never guessed: a missing number (NaN: a run diverged,
+is in no store, or a cell ran fewer seeds than declared, see :func:`complete_cells`) gives no
+verdict, and so does a grid too small to show what the claim is about (one value of a knob).
+
+The checks, each a short function returning a Verdict:
+
+- :func:`beats`, :func:`at_least`, :func:`within` -- one number against another;
+- :func:`beats_at`     -- one label of a series against another (two values of a knob);
+- :func:`best_at`      -- a label leads a series (a tie leads, unless ``strictly``);
+- :func:`rises`, :func:`falls` -- a series over a parameter, read step by step, end to end or
+  first third against last third;
+- :func:`varies_less`  -- a smaller spread over a grid than a rival's;
+- :func:`every`        -- a claim made of several (every column, every method);
+- :func:`cheaper_to_reach`, :func:`reaches` -- the cost to reach a target (PKD Tables 9-10),
+  from the seeds of a cell summarised by :class:`Reach`.
+
+Our numbers in words: :func:`number_text`, :func:`values_text`, :func:`label_text`, :func:`names_text`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from numbers import Real
+from typing import Callable, Iterable, Sequence
+
+import numpy as np
+import pandas as pd
+
+from fedlib.errors import one_of
+from fedlib.orchestration import experiments
+from fedlib.reporting.tables import DIVERGED, NEVER, NOT_RUN, leaders
+
+HOLDS, DOES_NOT_HOLD, NO_VERDICT = "holds", "does not hold", "no verdict yet"
+MISSING = "a number is missing: not in this profile, diverged, in no store, or fewer seeds than declared"
+ONE_VALUE = "one value only: nothing to compare"
+TRENDS = {"steps": "every step", "ends": "the last value against the first",
+          "thirds": "the mean of the last third against the first third"}
+
+
+# ---------------------------------------------------------------------- the verdict
+@dataclass(frozen=True)
+class Verdict:
+    """A paper's claim in words, whether it holds in our runs (None: no verdict yet), the numbers
+    behind it, and why there is no verdict where there is none."""
+
+    claim: str
+    holds: bool | None
+    numbers: str = ""
+    reason: str = ""
+
+    @property
+    def word(self) -> str:
+        """:data:`HOLDS`, :data:`DOES_NOT_HOLD` or :data:`NO_VERDICT`."""
+        return NO_VERDICT if self.holds is None else HOLDS if self.holds else DOES_NOT_HOLD
+
+    def text(self) -> str:
+        """The verdict and the claim (and the reason for no verdict) on one line, our numbers below."""
+        width = len(NO_VERDICT)
+        line = f"  {self.word:<{width}}  {self.claim}" + (f" ({self.reason})" if self.reason else "")
+        return line + (f"\n  {'':<{width}}  {self.numbers}" if self.numbers else "")
+
+
+def no_verdict(claim: str, reason: str, numbers: str = "") -> Verdict:
+    """A claim our runs cannot judge yet, and why in one line."""
+    return Verdict(claim, None, numbers, reason)
+
+
+def show(verdicts: Iterable[Verdict], heading: str | None = None) -> None:
+    """Print ``heading`` (if any), then every verdict's :meth:`Verdict.text`."""
+    if heading:
+        print(heading)
+    for verdict in verdicts:
+        print(verdict.text())
+
+
+def _missing(*values) -> bool:
+    """True when any value is None or NaN (a series counts when any of its entries is)."""
+    for value in values:
+        if isinstance(value, pd.Series):
+            if value.isna().any():
+                return True
+        elif value is None or pd.isna(value):
+            return True
+    return False
+
+
+# ---------------------------------------------------------------------- one number against another
+def beats(claim: str, value: float, rival: float, *, lower_is_better: bool = False,
+          numbers: str | None = None, unit: str = "%") -> Verdict:
+    """Holds when ``value`` is above ``rival`` (below, with ``lower_is_better``); a tie does not."""
+    numbers = f"{number_text(value, unit)} vs {number_text(rival, unit)}" if numbers is None else numbers
+    if _missing(value, rival):
+        return no_verdict(claim, MISSING, numbers)
+    return Verdict(claim, bool(value < rival if lower_is_better else value > rival), numbers)
+
+
+def at_least(claim: str, value: float, reference: float, *, tolerance: float = 0.0,
+             numbers: str | None = None, unit: str = "%") -> Verdict:
+    """Holds when ``value`` is no more than ``tolerance`` below ``reference`` (a tie holds)."""
+    numbers = f"{number_text(value, unit)} vs {number_text(reference, unit)}" if numbers is None else numbers
+    if _missing(value, reference):
+        return no_verdict(claim, MISSING, numbers)
+    return Verdict(claim, bool(value >= reference - tolerance), numbers)
+
+
+def within(claim: str, value: float, reference: float, tolerance: float, *,
+           numbers: str | None = None, unit: str = "%") -> Verdict:
+    """Holds when ``value`` lies within ``tolerance`` of ``reference``, either side."""
+    if numbers is None:
+        gap = "" if _missing(value, reference) else f" ({value - reference:+.2f}, allowed ±{tolerance:g})"
+        numbers = f"{number_text(value, unit)} vs {number_text(reference, unit)}{gap}"
+    if _missing(value, reference):
+        return no_verdict(claim, MISSING, numbers)
+    return Verdict(claim, bool(abs(value - reference) <= tolerance), numbers)
+
+
+# ---------------------------------------------------------------------- a label among others
+def beats_at(claim: str, values: pd.Series, label, rival, *, lower_is_better: bool = False,
+             numbers: str | None = None, name: Callable | None = None, unit: str = "%") -> Verdict:
+    """:func:`beats` for two labels of ``values`` (two values of a knob, two methods); no verdict
+    when either label is not among ``values``."""
+    name = name or label_text
+    absent = [name(key) for key in (label, rival) if key not in values.index]
+    if absent:
+        return no_verdict(claim, f"{' and '.join(absent)} not among the values compared", numbers or "")
+    if numbers is None:
+        numbers = (f"{number_text(values[label], unit)} at {name(label)} vs "
+                   f"{number_text(values[rival], unit)} at {name(rival)}")
+    return beats(claim, values[label], values[rival], lower_is_better=lower_is_better, numbers=numbers)
+
+
+def best_at(claim: str, values: pd.Series, label, *, lower_is_better: bool = False, strictly: bool = False,
+            numbers: str | None = None, name: Callable | None = None) -> Verdict:
+    """Holds when ``label`` leads ``values`` (is highest, or lowest with ``lower_is_better``); a
+    label tied for the lead leads, unless ``strictly``. No verdict with fewer than two values, a
+    ``label`` that is not among them, or a value missing: the lead over the values present could
+    be wrong."""
+    name = name or label_text
+    if len(values) < 2:
+        return no_verdict(claim, ONE_VALUE, values_text(values, "", name=name) if numbers is None else numbers)
+    if label not in values.index:
+        return no_verdict(claim, f"{name(label)} not among the values compared", numbers or "")
+    if numbers is None:
+        numbers = _lead_text(values, label, lower_is_better, name)
+    if _missing(values):
+        return no_verdict(claim, MISSING, numbers)
+    top = leaders(-values if lower_is_better else values)
+    return Verdict(claim, label in top and (len(top) == 1 or not strictly), numbers)
+
+
+def _lead_text(values: pd.Series, label, lower_is_better: bool, name: Callable) -> str:
+    """'FedLMD-Tf 41.67 (rank 1 of 4); best of the others FedRS 36.39 (+5.28)'."""
+    sign = -1 if lower_is_better else 1
+    others = values.drop(label)
+    rival = (sign * others).idxmax() if others.notna().any() else None
+    text = f"{name(label)} {number_text(values[label], '')}"
+    if not _missing(values[label]):
+        text += f" (rank {int((sign * values > sign * values[label]).sum()) + 1} of {len(values)})"
+    if rival is None:
+        return text
+    gap = "" if _missing(values[label]) else f" ({values[label] - values[rival]:+.2f})"
+    return f"{text}; best of the others {name(rival)} {number_text(values[rival], '')}{gap}"
+
+
+# ---------------------------------------------------------------------- a series over a parameter
+def rises(claim: str, values: pd.Series, *, compare: str = "ends", numbers: str | None = None,
+          unit: str = "%") -> Verdict:
+    """Holds when ``values``, read in the order of their index, go up (see :func:`falls`)."""
+    return _trend(claim, values, +1, compare, numbers, unit)
+
+
+def falls(claim: str, values: pd.Series, *, compare: str = "ends", numbers: str | None = None,
+          unit: str = "%") -> Verdict:
+    """Holds when ``values``, read in the order of their index, go down. ``compare``: "steps" (no
+    step goes up, and the last value is below the first: a flat line does not fall), "ends" (the
+    last value below the first) or "thirds" (the mean of the last third of the values below that
+    of the first third). No verdict with fewer than two values or a value missing."""
+    return _trend(claim, values, -1, compare, numbers, unit)
+
+
+def _trend(claim: str, values: pd.Series, sign: int, compare: str, numbers: str | None, unit: str) -> Verdict:
+    if compare not in TRENDS:
+        raise one_of("compare", compare, TRENDS)
+    values = values.sort_index()
+    numbers = values_text(values, unit) if numbers is None else numbers
+    if len(values) < 2:
+        return no_verdict(claim, ONE_VALUE, numbers)
+    if _missing(values):
+        return no_verdict(claim, MISSING, numbers)
+    direction = sign * values.to_numpy(dtype=float)
+    if compare == "steps":
+        return Verdict(claim, bool((np.diff(direction) >= 0).all() and direction[-1] > direction[0]), numbers)
+    third = max(1, len(values) // 3) if compare == "thirds" else 1
+    return Verdict(claim, bool(direction[-third:].mean() > direction[:third].mean()), numbers)
+
+
+def varies_less(claim: str, values: pd.Series, rival: pd.Series, *, numbers: str | None = None) -> Verdict:
+    """Holds when the spread (max - min) of ``values`` is at most that of ``rival``. No verdict
+    with fewer than two values on either side or a value missing."""
+    if numbers is None:
+        numbers = f"spread: {number_text(spread(values), '')} vs {number_text(spread(rival), '')} points"
+    if min(len(values), len(rival)) < 2:
+        return no_verdict(claim, ONE_VALUE, numbers)
+    if _missing(values, rival):
+        return no_verdict(claim, MISSING, numbers)
+    return Verdict(claim, spread(values) <= spread(rival), numbers)
+
+
+def spread(values: pd.Series) -> float:
+    """max - min of ``values`` (NaN when one is missing; 0 for a single value)."""
+    if _missing(values) or len(values) == 0:
+        return float("nan")
+    return float(values.max() - values.min())
+
+
+# ---------------------------------------------------------------------- several at once
+def every(claim: str, verdicts: Sequence[Verdict], *, numbers: str | None = None, unit: str = "cases") -> Verdict:
+    """A claim made of ``verdicts`` (one per column, method, ...): it does not hold where one of
+    them does not, holds where all of them do, and has no verdict otherwise (or with none)."""
+    failed = sum(v.holds is False for v in verdicts)
+    open_ = sum(v.holds is None for v in verdicts)
+    held = len(verdicts) - failed - open_
+    counts = f"holds in {held} of {len(verdicts)} {unit}" + (f", does not hold in {failed}" if failed else "") \
+        + (f", no verdict yet in {open_}" if open_ else "")
+    if not verdicts:
+        return no_verdict(claim, f"no {unit} to compare", numbers or "")
+    numbers = counts if numbers is None else numbers
+    if failed:
+        return Verdict(claim, False, numbers)
+    if open_:
+        reasons = {v.reason for v in verdicts if v.holds is None}
+        why = f": {reasons.pop()}" if len(reasons) == 1 else ""
+        return no_verdict(claim, f"no verdict yet in {open_} of {len(verdicts)} {unit}{why}", numbers)
+    return Verdict(claim, True, numbers)
+
+
+def complete_cells(mean: pd.DataFrame) -> pd.DataFrame:
+    """A :func:`fedlib.orchestration.experiments.mean_std` mean (or a paper layout's) with NaN in
+    every cell that fewer seeds ran for than were declared: the mean of some seeds is no number a
+    verdict may read. Cells whose seed counts are unknown are kept."""
+    complete = mean.copy()
+    for row in mean.index:
+        for column in mean.columns:
+            counts = experiments.seed_counts(mean, row, column)
+            if counts is not None and counts[0] < counts[1]:
+                complete.at[row, column] = float("nan")
+    return complete
+
+
+# ---------------------------------------------------------------------- the cost to reach a target
+@dataclass(frozen=True)
+class Reach:
+    """How the seeds of one cell reach one target: the seeds declared, those in a store, those
+    that reach the target, whether one diverged, and the mean cost of those that reach it (NaN
+    where none does)."""
+
+    declared: int
+    stored: int
+    reached: int
+    diverged: bool
+    cost: float
+
+    @classmethod
+    def of(cls, rows: pd.DataFrame) -> "Reach":
+        """From a cell's rows of :func:`fedlib.reporting.tables.cost_frame` (``value``: the cost,
+        inf where the target is not reached; ``not_run`` and ``diverged``: the run's flags)."""
+        stored = rows[~experiments.flag_column(rows, "not_run")]
+        reached = stored["value"] < math.inf  # NaN (a diverged run) is not reached
+        cost = float(stored["value"][reached].mean()) if reached.any() else float("nan")
+        return cls(len(rows), len(stored), int(reached.sum()),
+                   bool(experiments.flag_column(stored, "diverged").any()), cost)
+
+    @property
+    def complete(self) -> bool:
+        """Every declared seed is stored and none diverged: a verdict may read this cell."""
+        return 0 < self.declared == self.stored and not self.diverged
+
+    def text(self) -> str:
+        """"48.1 U", "50.0 U where reached, in 2 of 3 seeds", "never", "diverged" or "not run",
+        with "(k of n seeds run)" where fewer seeds are stored than declared."""
+        if self.stored == 0:
+            return NOT_RUN
+        if self.diverged:
+            return DIVERGED
+        text = (NEVER if self.reached == 0 else f"{self.cost:.1f} U" if self.reached == self.stored
+                else f"{self.cost:.1f} U where reached, in {self.reached} of {self.stored} seeds")
+        return text + (f" ({self.stored} of {self.declared} seeds run)" if self.stored < self.declared else "")
+
+
+def cheaper_to_reach(claim: str, ours: Reach, rival: Reach, *, numbers: str | None = None) -> Verdict:
+    """Holds when ``ours`` reaches the target for less than ``rival``: only ours reaches it, or
+    both reach it in every seed and ours costs less. Does not hold when only the rival reaches
+    it, or ours costs as much or more. No verdict for a cell not complete, when neither reaches
+    the target within the budget, or when one reaches it in some seeds only."""
+    numbers = f"{ours.text()} vs {rival.text()}" if numbers is None else numbers
+    if not (ours.complete and rival.complete):
+        return no_verdict(claim, "a run diverged or is in no store", numbers)
+    if ours.reached == rival.reached == 0:
+        return no_verdict(claim, "neither reaches it within the budget", numbers)
+    if ours.reached == 0 or rival.reached == 0:
+        return Verdict(claim, rival.reached == 0, numbers)
+    if ours.reached < ours.declared or rival.reached < rival.declared:
+        return no_verdict(claim, "not every seed reaches it: costs not compared", numbers)
+    return Verdict(claim, ours.cost < rival.cost, numbers)
+
+
+def reaches(claim: str, cell: Reach, *, expected: bool = True, numbers: str | None = None) -> Verdict:
+    """With ``expected``, holds when every seed of ``cell`` reaches the target and does not hold
+    when none does; without it, the other way round. No verdict when only some seeds reach it or
+    the cell is not complete."""
+    numbers = cell.text() if numbers is None else numbers
+    if not cell.complete:
+        return no_verdict(claim, "a run diverged or is in no store", numbers)
+    if 0 < cell.reached < cell.declared:
+        return no_verdict(claim, f"reached in {cell.reached} of {cell.declared} seeds", numbers)
+    return Verdict(claim, (cell.reached > 0) == expected, numbers)
+
+
+# ---------------------------------------------------------------------- our numbers in words
+def number_text(value: float, unit: str = "%", digits: int = 2, missing: str = "no number") -> str:
+    """'41.10%'; ``missing`` where the value is None or NaN."""
+    return missing if _missing(value) else f"{value:.{digits}f}{unit}"
+
+
+def values_text(values: pd.Series, unit: str = "%", digits: int = 2, missing: str = "no number",
+                name: Callable | None = None) -> str:
+    """'41.10% at 1, 23.50% at 4': each value with its index label (``name`` turns a label into
+    words; default :func:`label_text`)."""
+    name = name or label_text
+    return ", ".join(f"{number_text(value, unit, digits, missing)} at {name(label)}" for label, value in values.items())
+
+
+def label_text(label) -> str:
+    """A label as text: a number with ``:g`` (``1.0`` -> ``1``), anything else as ``str``."""
+    return f"{label:g}" if isinstance(label, Real) and not isinstance(label, bool) else str(label)
+
+
+def names_text(names: Sequence, most: int = 3, noun: str = "classes") -> str:
+    """Names tied at a minimum or maximum: "'Shirt'", "'Shirt', 'Coat'" or "9 classes tied"."""
+    return ", ".join(map(repr, names)) if len(names) <= most else f"{len(names)} {noun} tied"
