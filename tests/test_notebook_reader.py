@@ -108,17 +108,6 @@ def test_saved_figures_are_stamped_and_titled_in_words(path: Path):
 
 # The widest a code-cell line may be: fedlib's own lines stay within it (issue 33).
 CODE_WIDTH = 120
-# Notebooks whose code cells are not wrapped yet, left to the branch that edits them (issue 33):
-# their width is not checked. Take a notebook off this list once its lines fit; the last test
-# fails while a listed notebook already fits, so the list only ever shrinks.
-NOT_YET_WRAPPED = {
-    "fedcsd_fig3_fig4_sensitivity", "fedcsd_fig5_mask_filter", "fedcsd_table1_3_4_label_skew",
-    "fedlmd_fig2_prediction_distribution", "fedlmd_fig5_light_baselines", "fedlmd_fig6_accuracy_rounds",
-    "fedlmd_fig7_9_sensitivity", "fedvls_table5_6_7_ablation", "pkd_fig3_6_9_class_accuracy_rounds",
-    "pkd_table9_10_cost",
-}
-
-
 def wide_lines(notebook: dict) -> list[str]:
     """The code-cell lines longer than CODE_WIDTH, each as 'cell N: <its start>'."""
     return [f"cell {index} ({len(line)} chars): {line[:60]}..."
@@ -131,14 +120,5 @@ def test_code_cell_lines_fit_the_width(path: Path):
     """A parameters cell is read in a browser tab and by ``papermill --help-notebook``: a comment
     that runs on for hundreds of characters is read by nobody. Wrap it under its own start, as
     the wrapped notebooks do (the first words stay on the parameter's line: papermill's help)."""
-    if path.stem in NOT_YET_WRAPPED:
-        pytest.skip("not wrapped yet (NOT_YET_WRAPPED)")
     wide = wide_lines(load_notebook(path))
     assert not wide, f"wrap these to {CODE_WIDTH} characters: {wide}"
-
-
-def test_the_not_yet_wrapped_list_names_only_notebooks_still_too_wide():
-    stems = {p.stem for p in NOTEBOOKS}
-    assert NOT_YET_WRAPPED <= stems, f"no such notebooks: {sorted(NOT_YET_WRAPPED - stems)}"
-    fitting = sorted(s for s in NOT_YET_WRAPPED if not wide_lines(load_notebook(ROOT / "notebooks" / f"{s}.ipynb")))
-    assert not fitting, f"these fit now: take them off NOT_YET_WRAPPED: {fitting}"
