@@ -45,7 +45,7 @@ RUN_FLOORS = [
     ("methods", set()),
     ("backends", {"fedlib.core.backends", "fedlib.core.backend_choice"}),
     ("results store", {"fedlib.core.store"}),
-    ("engine", {"fedlib.core.engine"}),
+    ("engine", {"fedlib.core.engine", "fedlib.core.run_data", "fedlib.core.evaluation"}),
 ]
 
 # Every floor, bottom first: each layer, the run replaced by its floors.

@@ -5,21 +5,23 @@ The top floor. The engine knows nothing about any particular method; it calls th
 (:mod:`fedlib.core.client_training` one after another, :mod:`fedlib.core.backends.threaded`,
 :mod:`fedlib.core.backends.stacked`) and keeps the run in the results store (:mod:`fedlib.core.store`), resuming from its checkpoint.
 Its state and randomness are those of :mod:`fedlib.core.state`: every client of round r sees the
-same seeds whether the run was interrupted or not.
+same seeds whether the run was interrupted or not. The data a run reads are
+:mod:`fedlib.core.run_data`'s, its evaluation :mod:`fedlib.core.evaluation`'s.
+
+At about 570 lines it stays one module on purpose: :func:`run` from a config to a result
+(served, trained or resumed, stored, checked) is one concept, read top to bottom.
 """
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import sys
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any, Sequence
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 
 from fedlib import __version__
@@ -30,11 +32,13 @@ from fedlib.core.backend_choice import choose_backend
 from fedlib.core.backends import stacked, threaded
 from fedlib.core.client_training import train_client
 from fedlib.core.config import RunConfig
+from fedlib.core.evaluation import MAX_REPORTED_GROUPS, evaluate  # noqa: F401 - engine.evaluate, as before
+from fedlib.core.run_data import (  # noqa: F401 - the run's data, importable from the engine as before
+    _DATASET_CACHE, _SOURCE_FINGERPRINTS, check_served_data, forget_datasets, load_run_dataset, source_fingerprint)
 from fedlib.core.state import FederatedData, ServerState, build_run_model, sample_clients
 from fedlib.datasets.augment import augment_spec, default_augmentation
-from fedlib.datasets.data import Dataset, apply_split, missing_dataset_message, split_option
 from fedlib.datasets.sources import FILES, DataSource
-from fedlib.datasets.data_check import COUNT_KEYS, check_full_size, counts, fingerprint, fingerprint_difference
+from fedlib.datasets.data_check import counts
 from fedlib.datasets.partition import make_partition
 from fedlib.errors import FedlibError
 
@@ -67,117 +71,6 @@ def precision_flags(device: torch.device) -> dict[str, bool]:
         return {}
     return {"tf32": bool(torch.backends.cudnn.allow_tf32 or torch.backends.cuda.matmul.allow_tf32),
             "deterministic": torch.are_deterministic_algorithms_enabled()}
-
-
-_DATASET_CACHE: dict[tuple, Dataset] = {}
-
-
-def load_run_dataset(cfg: RunConfig, source: DataSource = FILES) -> Dataset:
-    """The config's dataset from ``source`` (the files unless a dry run or a benchmark hands it
-    stand-ins), re-split as ``dataset_options["split"]`` says, then reduced to max_train/max_test
-    samples; cached in this process under the source too."""
-    key = (source, cfg.dataset, json.dumps(cfg.dataset_options, sort_keys=True), cfg.data_dir, cfg.download,
-           cfg.max_train_samples, cfg.max_test_samples, cfg.seed)
-    if key not in _DATASET_CACHE:
-        split, options = split_option(cfg.dataset_options)
-        dataset = source.load(cfg.dataset, data_dir=cfg.data_dir, download=cfg.download, **options)
-        check_full_size(dataset, options, split, cfg.max_train_samples, cfg.max_test_samples)
-        dataset = replace(dataset, fingerprint=dataset.fingerprint or fingerprint(dataset))
-        dataset = apply_split(dataset, split, seed=cfg.seed)
-        if cfg.max_train_samples or cfg.max_test_samples:
-            dataset = dataset.subset(cfg.max_train_samples, cfg.max_test_samples, seed=cfg.seed)
-        _DATASET_CACHE[key] = dataset
-    return _DATASET_CACHE[key]
-
-
-def forget_datasets() -> None:
-    """Drop the datasets this process holds (a dry run frees each config's before the next)."""
-    _DATASET_CACHE.clear()
-
-
-_SOURCE_FINGERPRINTS: dict[tuple, dict] = {}
-
-
-def _source_key(cfg: RunConfig) -> tuple:
-    """What picks the loaded dataset before any re-split or cap: name, loader options, folder."""
-    return cfg.dataset, json.dumps(split_option(cfg.dataset_options)[1], sort_keys=True), cfg.data_dir
-
-
-def source_fingerprint(cfg: RunConfig) -> dict | None:
-    """The fingerprint (fedlib.datasets.data_check.fingerprint) of the dataset ``cfg`` loads here, before
-    its re-split and caps; None when the data are not here (nothing is downloaded for it)."""
-    key = _source_key(cfg)
-    if key not in _SOURCE_FINGERPRINTS:
-        if missing_dataset_message(cfg.dataset, cfg.data_dir) is not None:
-            return None
-        options = split_option(cfg.dataset_options)[1]
-        _SOURCE_FINGERPRINTS[key] = fingerprint(FILES.load(cfg.dataset, data_dir=cfg.data_dir, **options))
-    return _SOURCE_FINGERPRINTS[key]
-
-
-def check_served_data(cfg: RunConfig, record: store.RunRecord) -> None:
-    """Refuse (one line) to serve a stored run trained on data of other sizes or class counts than
-    the data here; warn when only the content digest differs (the same images encoded otherwise,
-    e.g. a JPEG copy). Nothing to compare when the run recorded no fingerprint (runs stored
-    before fingerprints, such as the reference runs, trained on the full data) or the data are
-    not here."""
-    stored = record.read_meta().get("data_fingerprint")
-    if not isinstance(stored, dict):
-        return
-    here = source_fingerprint(cfg)
-    difference = None if here is None else fingerprint_difference(stored, here)
-    if difference is None:
-        return
-    if all(stored.get(key) == here.get(key) for key in COUNT_KEYS):  # only the digest differs
-        import warnings
-
-        warnings.warn(f"run {cfg.hash()} was trained on other images of the same sizes ({difference}); served "
-                      "anyway", store.ProvenanceWarning, stacklevel=4)
-        return
-    raise FedlibError(f"stored run {record.folder} was trained on other data than {cfg.dataset} here ({difference}); "
-                      "not served: use the data it was trained on, or delete the folder to train on these")
-
-
-# ====================================================================== evaluation
-# Data with at most this many named groups (Office-Caltech-10's 4 domains; not FEMNIST's
-# thousands of writers) also get a per-group test accuracy every round.
-MAX_REPORTED_GROUPS = 64
-
-
-@torch.no_grad()
-def evaluate(model: nn.Module, data: FederatedData) -> dict[str, Any]:
-    """Test accuracy, mean loss and class-wise accuracy of ``model`` on the full test set, plus
-    ``group_accuracy`` (one per domain, ``dataset.group_names`` order) for data with few groups."""
-    was_training = model.training
-    model.eval()
-    correct = torch.zeros(data.num_classes, device=data.device)
-    total = torch.zeros(data.num_classes, device=data.device)
-    all_hits, loss_sum = [], 0.0
-    for x, y in data.test_batches():
-        logits = model(x)
-        loss_sum += float(F.cross_entropy(logits.float(), y, reduction="sum"))
-        hits = (logits.argmax(1) == y).float()
-        correct.index_add_(0, y, hits)
-        total.index_add_(0, y, torch.ones_like(hits))
-        all_hits.append(hits)
-    model.train(was_training)
-    class_acc = (correct / total.clamp_min(1)).tolist()
-    metrics = {
-        "accuracy": float(correct.sum() / total.sum().clamp_min(1)),
-        "loss": loss_sum / max(1.0, float(total.sum())),
-        "class_accuracy": class_acc,
-    }
-    names, groups = data.dataset.group_names, data.dataset.test_groups
-    if names and groups is not None and len(names) <= MAX_REPORTED_GROUPS:
-        metrics["group_accuracy"] = _group_accuracy(torch.cat(all_hits).cpu(), torch.as_tensor(groups), len(names))
-    return metrics
-
-
-def _group_accuracy(hits: Tensor, groups: Tensor, count: int) -> list[float]:
-    """Mean of ``hits`` within each group id 0..count-1 (0 for a group without test samples)."""
-    correct = torch.zeros(count).index_add_(0, groups.long(), hits)
-    total = torch.zeros(count).index_add_(0, groups.long(), torch.ones_like(hits))
-    return (correct / total.clamp_min(1)).tolist()
 
 
 # ====================================================================== one round
