@@ -31,6 +31,7 @@ from fedlib.core.backends import stacked, threaded
 from fedlib.core.client_training import train_client
 from fedlib.core.config import RunConfig
 from fedlib.core.state import FederatedData, ServerState, build_run_model, sample_clients
+from fedlib.core.store import provenance
 from fedlib.datasets.augment import augment_spec, default_augmentation
 from fedlib.datasets.data import Dataset, apply_split, load_dataset, missing_dataset_message, split_option
 from fedlib.datasets.data_check import COUNT_KEYS, check_full_size, counts, fingerprint, fingerprint_difference
@@ -350,8 +351,9 @@ def _summary(cfg: RunConfig, rounds: list[dict], data: FederatedData, seconds: f
 
 def _meta(cfg: RunConfig, server: ServerState) -> dict:
     """meta.json of a run as it starts (a resume keeps it and appends to ``resumes``)."""
-    return {"fedlib_version": __version__, "code_revision": store.code_revision(),
-            "environment": {**store.environment(), **precision_flags(server.device)}, "device": str(server.device),
+    return {"fedlib_version": __version__, "code_revision": provenance.code_revision(),
+            "environment": {**provenance.environment(), **precision_flags(server.device)},
+            "device": str(server.device),
             "dataset_source": server.data.dataset.source, "seed": cfg.seed,
             "method_hparams": server.hparams, "backend": cfg.backend,
             "data_fingerprint": server.data.dataset.fingerprint, "trained_data": counts(server.data.dataset)}
@@ -521,7 +523,7 @@ def _write_meta(record: store.RunRecord, cfg: RunConfig, server: ServerState) ->
         record.write_meta(_meta(cfg, server))
         return
     meta = record.read_meta() or _meta(cfg, server)
-    entry = {**store.resume_entry(server.round, cfg.backend, str(server.device)), **precision_flags(server.device)}
+    entry = {**provenance.resume_entry(server.round, cfg.backend, str(server.device)), **precision_flags(server.device)}
     _warn_changed_arithmetic(cfg, meta, entry)
     _warn_changed_code(cfg, meta, entry)
     record.write_meta({**meta, "resumes": list(meta.get("resumes") or []) + [entry]})
