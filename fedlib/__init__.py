@@ -70,7 +70,7 @@ class _MovedModules(importlib.abc.MetaPathFinder, importlib.abc.Loader):
     """Imports an old path as the module at its new path: one module object under both names.
 
     Nothing is imported until an old path is: ``import fedlib`` stays light. ``python -m`` on an
-    old path runs the new module's code (``get_code``)."""
+    old path runs the new module's code (``get_code``), a package's ``__main__``."""
 
     def find_spec(self, fullname, path=None, target=None):
         target_name = new_name(fullname)
@@ -86,6 +86,8 @@ class _MovedModules(importlib.abc.MetaPathFinder, importlib.abc.Loader):
 
     def get_code(self, fullname):
         target = importlib.util.find_spec(new_name(fullname))
+        if target.submodule_search_locations is not None:  # a package: python -m runs its __main__
+            target = importlib.util.find_spec(target.name + ".__main__") or target
         return target.loader.get_code(target.name)
 
 

@@ -13,6 +13,7 @@ import pytest
 
 from fedlib import cli, engine, store
 from fedlib.config import RunConfig, hash_with_unread_settings, unread_partition_defaults
+from fedlib.core.store import migration as store_migration
 from fedlib.errors import FedlibError
 from fedlib.partition import FIELDS_READ, PARTITIONS, SCHEME_SETTINGS, make_partition
 from tests.helpers import tiny_config
@@ -131,7 +132,7 @@ def test_a_run_given_its_store_warns_about_an_old_hash_folder_there(trained, tmp
     cfg = tiny_config(PLAIN_IID, beta=0.1)
     stored_as_old_code(trained, tmp_path, beta=0.1)
     monkeypatch.setenv("FEDLIB_RENDER_ONLY", "1")  # render only: warn, then refuse rather than train
-    store._HINTED.clear()
+    store_migration._HINTED.clear()
     with pytest.warns(UserWarning, match=f"fedlib migrate --results {tmp_path}"), pytest.raises(engine.NotRun):
         engine.run(cfg, results_dir=tmp_path, progress=False)
 

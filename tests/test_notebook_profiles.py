@@ -12,7 +12,8 @@ import pytest
 from fedlib.errors import FedlibError
 from fedlib.notebook import (DEFAULTS_KEY, REPO_ROOT, apply_profile, cell_defaults, check_unpublished, describe,
                              edited_names, load_profiles, parse_value, resolve_parameters, shipped_defaults)
-from fedlib.reproduce import _selection, parse_parameters, run_notebooks
+from fedlib.paper.reproduce.selection import select_notebooks
+from fedlib.reproduce import parse_parameters, run_notebooks
 
 NOTEBOOKS = sorted((REPO_ROOT / "notebooks").glob("*.ipynb"))
 each_notebook = pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
@@ -108,7 +109,7 @@ def test_papermill_and_reproduce_resolve_the_same_parameters(path: Path):
     cell = cell_defaults(path)
     for profile, values in load_profiles(REPO_ROOT / "profiles", path.stem).items():
         via_papermill = resolve_parameters(path.stem, cell, {"profile": profile})
-        runner_passes = _selection(profile, path.stem, None, None, None, None, None, None, None)[2]
+        runner_passes = select_notebooks(profile, path.stem, None, None, None, None, None, None, None)[2]
         via_reproduce = resolve_parameters(path.stem, cell, runner_passes)
         assert via_papermill == via_reproduce
         for name, value in values.items():

@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from fedlib import engine, executor, listing, store
+from fedlib.core.store import provenance
 from fedlib.errors import FedlibError
 from tests.helpers import quiet_run, tiny_config
 
@@ -64,9 +65,9 @@ def test_a_run_trained_from_commits_is_published(tmp_path):
 # ====================================================================== 2. a resume keeps the run's history
 @pytest.fixture
 def revisions(monkeypatch):
-    """store.code_revision answers ``revisions[0]``; set it to what the code is now."""
+    """provenance.code_revision answers ``revisions[0]``; set it to what the code is now."""
     now = [CLEAN_START]
-    monkeypatch.setattr(store, "code_revision", lambda: now[0])
+    monkeypatch.setattr(provenance, "code_revision", lambda: now[0])
     return now
 
 

@@ -7,6 +7,7 @@ import pytest
 
 from fedlib.errors import FedlibError
 from fedlib import reproduce
+from fedlib.paper.reproduce import command_line
 from fedlib.reproduce import find_notebooks, format_summary, main, run_notebooks
 from tests.helpers import ROOT, declared
 
@@ -415,7 +416,8 @@ def test_index_outputs_without_parameters_says_none(tmp_path):
 def test_a_recorded_parameter_reads_back_as_the_same_value(value):
     import shlex
 
-    from fedlib.reproduce import _shell_value, parse_parameters
+    from fedlib.paper.reproduce.output_index import _shell_value
+    from fedlib.reproduce import parse_parameters
 
     words = shlex.split(_shell_value(value))
     assert len(words) == 1 and parse_parameters([("name", words[0])]) == {"name": value}
@@ -432,7 +434,7 @@ def test_ctrl_c_is_one_line_saying_how_to_go_on(monkeypatch, capsys):
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(reproduce, "run_notebooks", interrupted)
+    monkeypatch.setattr(command_line, "run_notebooks", interrupted)  # where main reads it
     assert reproduce.main(["--only", "getting_started"]) == 130
     err = capsys.readouterr().err.strip()
     assert "\n" not in err and err.startswith("interrupted: run the same command again") and "Traceback" not in err

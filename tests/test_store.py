@@ -24,6 +24,9 @@ import torch
 
 from fedlib import cli, engine, experiments, store, tables
 from fedlib.config import RunConfig
+from fedlib.core.store import claim as store_claim
+from fedlib.core.store import files as store_files
+from fedlib.core.store import provenance
 from fedlib.errors import FedlibError
 from fedlib.experiments import results_frame
 from fedlib.state import sample_clients
@@ -154,10 +157,10 @@ def test_an_exception_while_checkpointing_leaves_the_previous_checkpoint(tmp_pat
             raise Killed()
         real_replace(source, destination)
 
-    monkeypatch.setattr(store.os, "replace", dying_replace)
+    monkeypatch.setattr(store_files.os, "replace", dying_replace)
     with pytest.raises(Killed):
         quiet_run(cfg, tmp_path / "b")
-    monkeypatch.setattr(store.os, "replace", real_replace)
+    monkeypatch.setattr(store_files.os, "replace", real_replace)
     assert store.RunRecord(folder).read_checkpoint()["round"] == 2  # the previous one, whole
     assert not list(folder.glob(".*.tmp")) and not list((folder / "clients").glob(".*.tmp"))
     strays = {p.name for p in (folder / "clients").iterdir()} - committed
@@ -170,8 +173,9 @@ def test_an_exception_while_checkpointing_leaves_the_previous_checkpoint(tmp_pat
 DIE_ON_SECOND_COMMIT = textwrap.dedent("""
     import json, os, sys, warnings
     from pathlib import Path
-    from fedlib import engine, store
+    from fedlib import engine
     from fedlib.config import RunConfig
+    from fedlib.core.store import files as store_files
     real_replace, commits = os.replace, []
 
     def replace(source, destination):  # SIGKILL-like: no cleanup, at the worst moment
@@ -181,7 +185,7 @@ DIE_ON_SECOND_COMMIT = textwrap.dedent("""
                 os._exit(9)
         real_replace(source, destination)
 
-    store.os.replace = replace
+    store_files.os.replace = replace
     warnings.simplefilter("ignore")
     engine.run(RunConfig.from_dict(json.loads(sys.argv[2])), results_dir=sys.argv[1], progress=False)
 """)
@@ -361,7 +365,7 @@ def test_a_writer_that_lost_its_claim_stops_without_writing(tmp_path):
 
 
 def test_a_held_claim_beats_on_its_own_and_stops_when_released(tmp_path, monkeypatch):
-    monkeypatch.setattr(store, "HEARTBEAT_SECONDS", 0.02)
+    monkeypatch.setattr(store_claim, "HEARTBEAT_SECONDS", 0.02)
     record = store.RunRecord(tmp_path / "run")
     path = tmp_path / "run" / "claim.json"
     with record.claim() as claim:
@@ -387,8 +391,8 @@ def test_another_hosts_claim_is_live_while_its_file_is_touched(tmp_path):
 
 
 def test_a_hung_run_stops_beating_so_that_its_claim_can_go_stale(tmp_path, monkeypatch):
-    monkeypatch.setattr(store, "HEARTBEAT_SECONDS", 0.02)
-    monkeypatch.setattr(store, "HUNG_RUN_SECONDS", 0.1)  # no checkpoint for this long: hung
+    monkeypatch.setattr(store_claim, "HEARTBEAT_SECONDS", 0.02)
+    monkeypatch.setattr(store_claim, "HUNG_RUN_SECONDS", 0.1)  # no checkpoint for this long: hung
     with store.RunRecord(tmp_path / "run").claim() as claim:
         claim._beating.join(timeout=10)
         assert not claim._beating.is_alive()
@@ -406,7 +410,7 @@ def test_clearing_partial_writes_leaves_the_claims_own_files_alone(tmp_path):
 
 
 def test_the_heartbeat_thread_never_overwrites_a_claim_taken_over(tmp_path, monkeypatch):
-    monkeypatch.setattr(store, "HEARTBEAT_SECONDS", 0.02)
+    monkeypatch.setattr(store_claim, "HEARTBEAT_SECONDS", 0.02)
     record = store.RunRecord(tmp_path / "run")
     path = tmp_path / "run" / "claim.json"
     with record.claim() as claim:
@@ -498,7 +502,7 @@ def reference(tmp_path, monkeypatch):
     can be published from a checkout with local changes."""
     root = tmp_path / "reference"
     monkeypatch.setenv("FEDLIB_REFERENCE", str(root))
-    monkeypatch.setattr(store, "code_revision", lambda: "c" * 40)
+    monkeypatch.setattr(provenance, "code_revision", lambda: "c" * 40)
     return root
 
 
@@ -563,9 +567,9 @@ def test_the_reference_store_can_be_switched_off(tmp_path, monkeypatch):
 def test_a_copy_without_git_reads_its_stamped_commit_and_sees_edits(tmp_path):
     (tmp_path / "fedlib").mkdir()
     (tmp_path / "fedlib" / "engine.py").write_text("x = 1\n")
-    assert store._stamped_revision(tmp_path) == "unknown"  # no stamp: nothing to claim
+    assert provenance._stamped_revision(tmp_path) == "unknown"  # no stamp: nothing to claim
     store.write_json(tmp_path / store.STAMP_FILE, {"commit": "abc123", "fedlib_sha256": store.fedlib_digest(tmp_path)})
-    assert store._stamped_revision(tmp_path) == "abc123"
+    assert provenance._stamped_revision(tmp_path) == "abc123"
     (tmp_path / "fedlib" / "engine.py").write_text("x = 2\n")  # an edit after stamping
-    assert store._stamped_revision(tmp_path) == "abc123+dirty"
-    assert not store.is_clean_revision(store._stamped_revision(tmp_path))
+    assert provenance._stamped_revision(tmp_path) == "abc123+dirty"
+    assert not store.is_clean_revision(provenance._stamped_revision(tmp_path))

@@ -36,6 +36,7 @@ from fedlib.core.evaluation import MAX_REPORTED_GROUPS, evaluate  # noqa: F401 -
 from fedlib.core.run_data import (  # noqa: F401 - the run's data, importable from the engine as before
     _DATASET_CACHE, _SOURCE_FINGERPRINTS, check_served_data, forget_datasets, load_run_dataset, source_fingerprint)
 from fedlib.core.state import FederatedData, ServerState, build_run_model, sample_clients
+from fedlib.core.store import provenance
 from fedlib.datasets.augment import augment_spec, default_augmentation
 from fedlib.datasets.sources import FILES, DataSource
 from fedlib.datasets.data_check import counts
@@ -251,8 +252,9 @@ def _summary(cfg: RunConfig, rounds: list[dict], data: FederatedData, seconds: f
 
 def _meta(cfg: RunConfig, server: ServerState) -> dict:
     """meta.json of a run as it starts (a resume keeps it and appends to ``resumes``)."""
-    return {"fedlib_version": __version__, "code_revision": store.code_revision(),
-            "environment": {**store.environment(), **precision_flags(server.device)}, "device": str(server.device),
+    return {"fedlib_version": __version__, "code_revision": provenance.code_revision(),
+            "environment": {**provenance.environment(), **precision_flags(server.device)},
+            "device": str(server.device),
             "dataset_source": server.data.dataset.source, "seed": cfg.seed,
             "method_hparams": server.hparams, "backend": cfg.backend,
             "data_fingerprint": server.data.dataset.fingerprint, "trained_data": counts(server.data.dataset)}
@@ -428,7 +430,7 @@ def _write_meta(record: store.RunRecord, cfg: RunConfig, server: ServerState) ->
         record.write_meta(_meta(cfg, server))
         return
     meta = record.read_meta() or _meta(cfg, server)
-    entry = {**store.resume_entry(server.round, cfg.backend, str(server.device)), **precision_flags(server.device)}
+    entry = {**provenance.resume_entry(server.round, cfg.backend, str(server.device)), **precision_flags(server.device)}
     _warn_changed_arithmetic(cfg, meta, entry)
     _warn_changed_code(cfg, meta, entry)
     record.write_meta({**meta, "resumes": list(meta.get("resumes") or []) + [entry]})

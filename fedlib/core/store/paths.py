@@ -1,0 +1,56 @@
+"""Where the stores are: the working store (``results/``, where runs train) and the committed,
+read-only reference store (``reference_results/``), a run's folder in them, and the refusal to
+train into the reference store."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from fedlib.core.config import RunConfig
+from fedlib.errors import FedlibError
+
+DEFAULT_RESULTS = "results"
+# the committed, read-only store of finished full-scale runs (metrics only, no checkpoints); a run it
+# holds is served before the working store's run of that hash (served_record)
+REFERENCE_RESULTS = Path(__file__).resolve().parents[3] / "reference_results"
+REFERENCE_FILES = ("config.json", "meta.json", "rounds.jsonl", "summary.json")
+WRITE_REFERENCE_ENV = "FEDLIB_WRITE_REFERENCE"  # =1: let runs train into the reference store on purpose
+
+
+def results_root(results_dir: str | os.PathLike | None = None) -> Path:
+    """Where results live: the argument, else $FEDLIB_RESULTS, else ./results."""
+    return Path(results_dir or os.environ.get("FEDLIB_RESULTS") or DEFAULT_RESULTS)
+
+
+def run_dir(cfg: RunConfig, results_dir: str | os.PathLike | None = None) -> Path:
+    """The folder that holds (or will hold) the results of ``cfg``."""
+    return results_root(results_dir or cfg.results_dir) / cfg.hash()
+
+
+def reference_root() -> Path | None:
+    """The read-only reference store ($FEDLIB_REFERENCE, else reference_results/ of this checkout;
+    ``FEDLIB_REFERENCE=off`` disables it)."""
+    value = os.environ.get("FEDLIB_REFERENCE")
+    if value == "off":
+        return None
+    return Path(value) if value else REFERENCE_RESULTS
+
+
+def same_folder(a: Path, b: Path) -> bool:
+    """Whether two paths name one folder."""
+    return Path(a).resolve() == Path(b).resolve()
+
+
+
+def check_writable(root: Path) -> None:
+    """Refuse (one line) to train into the reference store, the committed read-only one (it holds
+    metrics only, copied there by :func:`publish`), unless ``$FEDLIB_WRITE_REFERENCE=1`` asks for it."""
+    if os.environ.get(WRITE_REFERENCE_ENV, "") not in ("", "0"):
+        return
+    for reference in {reference_root(), REFERENCE_RESULTS} - {None}:
+        if Path(root).exists() and Path(reference).exists() and same_folder(root, reference):
+            raise FedlibError(f"{root} is the read-only reference store; train into another results store (the "
+                              f"default ./results) and publish finished runs, or set {WRITE_REFERENCE_ENV}=1 to write "
+                              "there on purpose")
+
