@@ -2,8 +2,8 @@
 
 A notebook's parameters and profile (:mod:`.notebook`, checked by :mod:`.parameters`), its plan
 and saved tables (:mod:`.report`), our numbers in the papers' layout beside theirs
-(:mod:`.tables`, with the papers' numbers from ``paper_results/`` read by
-:mod:`.paper_numbers`), whether each of the paper's claims holds in our numbers
+(:mod:`.tables`, keyed by the setting labels of :mod:`.settings`, PKD's cost in U from
+:mod:`.cost_units`, the papers' numbers from ``paper_results/`` read by :mod:`.paper_numbers`), whether each of the paper's claims holds in our numbers
 (:mod:`.claims`) and the figure style (:mod:`.plots`). It may import orchestration and
 everything below it, never the paper layer or the command line.
 """

@@ -10,7 +10,7 @@ with :mod:`fedlib.reporting.report`, calls ``experiments.run_all``, turns the re
 
 PKD's tables report class-wise Max / Ave / Min (:func:`class_metric_frame`) and, in Tables 9-10,
 the computation in units U needed to reach a minimum class accuracy, counted from the work each
-round logged (:func:`round_cost_units`, :func:`cost_to_reach`, :func:`cost_frame`); FedLMD's
+round logged (:mod:`fedlib.reporting.cost_units`, whose names are importable from here); FedLMD's
 Table 3 adds a speedup over FedAvg read from the stored curves (:func:`speedup_frame`).
 
 The paper's numbers come from ``fedlib/reporting/paper_results`` through :func:`paper_numbers`; a notebook
@@ -30,6 +30,9 @@ from fedlib.core.engine import MAX_REPORTED_GROUPS, RunResult, load_run_dataset
 from fedlib.errors import FedlibError, one_of
 from fedlib.orchestration import experiments
 from fedlib.orchestration.experiments import flag_column, run_flags, seed_note
+from fedlib.reporting.cost_units import (  # noqa: F401 - PKD's cost in U, importable from here
+    COST_CURVES, EXPERT_OUTPUTS, TARGET_TOLERANCE, cost_frame, cost_to_reach, round_cost_units)
+from fedlib.reporting.settings import setting_label, setting_words  # noqa: F401
 
 PAPER_COLUMNS = ["paper", "table", "method", "dataset", "setting", "value", "std"]
 
@@ -46,29 +49,6 @@ NEVER = "never"  # how a table shows an infinite cost (the paper's '-': target n
 
 
 # ---------------------------------------------------------------------- our numbers
-def setting_label(cfg: RunConfig) -> str:
-    """A config's partition in the vocabulary of ``fedlib/reporting/paper_results`` (its README).
-
-    ``partition=dirichlet;beta=0.05``, ``partition=shards;s=2``, ``partition=quantity;s=2``,
-    ``partition=pathological;classes_per_client=1``, ``partition=balanced``, ...
-    """
-    extra = {"dirichlet": f"beta={cfg.beta:g}", "shards": f"s={cfg.shards_per_client}",
-             "quantity": f"s={cfg.classes_per_client}",
-             "pathological": f"classes_per_client={cfg.classes_per_client}"}.get(cfg.partition)
-    return f"partition={cfg.partition}" + (f";{extra}" if extra else "")
-
-
-def setting_words(setting: str) -> str:
-    """A :func:`setting_label` for a reader: ``partition=dirichlet;beta=0.05`` -> ``Dir(β=0.05)``,
-    ``partition=shards;s=2`` -> ``shards, s=2``, ``partition=balanced`` -> ``balanced``; any other
-    field follows as ``key=value``."""
-    fields = dict(part.split("=", 1) for part in setting.split(";") if "=" in part)
-    partition = fields.pop("partition", "")
-    if partition == "dirichlet" and "beta" in fields:
-        partition = f"Dir(β={fields.pop('beta')})"
-    return ", ".join([partition] * bool(partition) + [f"{key}={value}" for key, value in fields.items()])
-
-
 def table_frame(results: Sequence[RunResult], labels: dict[str, str] | None = None) -> pd.DataFrame:
     """``experiments.results_frame`` plus ``setting`` and ``label`` columns.
 
@@ -228,116 +208,6 @@ def _rounds_to_reach(curve: pd.Series, target: float) -> int | None:
     """1-based round at which ``curve`` (indexed by 0-based round) first reaches ``target``."""
     reached = curve[curve >= target - 1e-12]
     return int(reached.index[0]) + 1 if len(reached) else None
-
-
-# ---------------------------------------------------------------------- computation cost (PKD Tables 9-10)
-EXPERT_OUTPUTS = ("fired", "all")
-TARGET_TOLERANCE = 1e-4  # percentage points: class accuracies are float32 ratios (8 % may read 7.9999998)
-COST_CURVES = {"min_class_accuracy": min, "mean_class_accuracy": lambda v: sum(v) / len(v)}
-
-
-def round_cost_units(result: RunResult, expert_outputs: str = "fired") -> pd.DataFrame:
-    """The computation of every round in PKD's unit U, counted from what the run logged.
-
-    U is one FedAvg local-training round (PKD Eq. 3): E forward + backward passes over all N
-    training samples of the clients. One row per round (0-based ``round``) with
-
-    - ``local``: the round's local sample passes (``local_samples``, logged by the engine) / (E N);
-      for runs stored before that metric existed, E times the stored sample counts of the
-      round's clients (``clients`` and ``partition_counts``), the same number;
-    - ``experts``: PKD's expert training, logged in the round it ran as ``pkd_expert_cost``
-      (Eq. 5: the group samples the experts trained on, times E_exp / E, over the expert
-      rounds' clients' samples -- N when every client takes part);
-    - ``distillation``: PKD's expert outputs, a forward pass counted as 1/3 of a training pass
-      (Eq. 6) -- on the samples that fired an expert (``expert_fired_<g>``, the paper's
-      accounting, ``expert_outputs="fired"``) or on every local sample, which is what fedlib's
-      implementation evaluates (``"all"``);
-    - ``total`` and the running ``cumulative``.
-
-    As in the paper, a teacher's outputs in other methods (FedCodl) and FedProx's proximal term
-    are not counted, nor is PKD's weak-class discovery pass. A placeholder of a run that is in no
-    store (render-only) has no rounds: an empty frame.
-    """
-    if expert_outputs not in EXPERT_OUTPUTS:
-        raise one_of("expert_outputs", expert_outputs, EXPERT_OUTPUTS)
-    if run_flags(result)["not_run"]:
-        return pd.DataFrame(columns=["round", "local", "experts", "distillation", "total", "cumulative"])
-    counts = result.summary.get("partition_counts")
-    if not counts:
-        raise FedlibError(f"run {result.config.hash()} stored no partition_counts; rerun it to count its cost")
-    client_samples = [sum(row) for row in counts]
-    epochs = result.config.local_epochs
-    unit = epochs * sum(client_samples)  # sample passes of one FedAvg round of every client
-    rows = []
-    for entry in result.rounds:
-        samples = entry.get("local_samples")
-        if samples is None:
-            samples = epochs * sum(client_samples[k] for k in entry["clients"])
-        local = samples / unit
-        groups = entry.get("pkd_groups") or []
-        fired = sum(entry.get(f"expert_fired_{g}", 0.0) for g in range(len(groups)))
-        per_sample = fired if expert_outputs == "fired" else len(groups)
-        rows.append({"round": entry["round"], "local": local, "experts": float(entry.get("pkd_expert_cost", 0.0)),
-                     "distillation": local * per_sample / 3})
-    frame = pd.DataFrame(rows, columns=["round", "local", "experts", "distillation"])
-    frame["total"] = frame["local"] + frame["experts"] + frame["distillation"]
-    frame["cumulative"] = frame["total"].cumsum()
-    return frame
-
-
-def cost_to_reach(result: RunResult, targets: Sequence[float], curve: str = "min_class_accuracy",
-                  expert_outputs: str = "fired", from_round: int = 0) -> dict[float, float]:
-    """Cumulative cost in U (:func:`round_cost_units`) when ``curve`` first reaches each target.
-
-    ``targets`` are in percent; ``curve`` is the per-round ``min_class_accuracy`` (PKD Tables
-    9-10) or ``mean_class_accuracy`` of the evaluated rounds. The cost counts every round up to
-    and including the one whose evaluation reached the target; ``inf`` where the run never
-    does (the paper's '-'). Only rounds from ``from_round`` (0-based) on may reach a target: PKD's
-    Table 9 reads its targets once partial KD runs, after warm-up and experts (Sec. 4.5). NaN for
-    every target of a run that diverged or is in no store: its curve is no result.
-    """
-    if curve not in COST_CURVES:
-        raise one_of("curve", curve, COST_CURVES)
-    if any(run_flags(result).values()):
-        return {target: float("nan") for target in targets}
-    cumulative = round_cost_units(result, expert_outputs).set_index("round")["cumulative"]
-    reached = [(entry["round"], 100 * COST_CURVES[curve](entry["class_accuracy"]))
-               for entry in result.rounds if entry.get("class_accuracy") and entry["round"] >= from_round]
-    costs = {}
-    for target in targets:
-        first = next((r for r, value in reached if value >= target - TARGET_TOLERANCE), None)
-        costs[target] = float("inf") if first is None else float(cumulative[first])
-    return costs
-
-
-def cost_frame(results: Sequence[RunResult], targets: Sequence[float], labels: dict[str, str] | None = None,
-               extra_setting: dict[str, str] | None = None, target_names: Sequence | None = None,
-               expert_outputs: str = "fired", from_round: dict[str, int] | None = None) -> pd.DataFrame:
-    """PKD Tables 9-10: one row per (run, target) with the cost in U to reach it (``value``).
-
-    The ``setting`` is the run's partition, ``extra_setting`` (as in :func:`class_metric_frame`),
-    ``metric=cost_u`` and ``target_min=<name>``: ``target_names`` name the columns (default: the
-    targets themselves), so a reduced profile's targets can stand in, in order, for the paper's;
-    the ``target`` column keeps the threshold actually used. ``from_round`` maps a run hash to
-    the first round that may reach a target (:func:`cost_to_reach`; default 0). ``not_run`` and
-    ``diverged`` carry the run's flags; such a run's costs are NaN.
-    """
-    names = list(target_names) if target_names is not None else list(targets)
-    if len(names) != len(targets):
-        raise FedlibError(f"{len(targets)} targets but {len(names)} target_names; give one name per target")
-    rows = []
-    for result in results:
-        cfg = result.config
-        extra = (extra_setting or {}).get(cfg.hash(), "")
-        costs = cost_to_reach(result, targets, expert_outputs=expert_outputs,
-                              from_round=(from_round or {}).get(cfg.hash(), 0))
-        for target, name in zip(targets, names):
-            name = name if isinstance(name, str) else f"{name:g}"
-            setting = ";".join(p for p in (setting_label(cfg), extra, "metric=cost_u", f"target_min={name}") if p)
-            rows.append({"hash": cfg.hash(), "label": (labels or {}).get(cfg.hash(), cfg.method),
-                         "dataset": cfg.dataset, "seed": cfg.seed, "setting": setting, "metric": "cost_u",
-                         "target": target, "value": costs[target], **run_flags(result)})
-    return pd.DataFrame(rows)
 
 
 # ---------------------------------------------------------------------- the paper's layout
