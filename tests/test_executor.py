@@ -19,6 +19,7 @@ import pytest
 import torch
 
 from fedlib import executor, experiments, reproduce, store
+from fedlib.orchestration import pools
 from fedlib.config import RunConfig
 from fedlib.errors import FedlibError
 from fedlib.executor import execute
@@ -268,7 +269,7 @@ def test_a_ray_task_is_submitted_with_the_resources_of_its_run():
         def remote(self, *args):
             return object()
 
-    pool = executor._RayPool.__new__(executor._RayPool)
+    pool = pools.RayPool.__new__(pools.RayPool)
     pool.threads, pool.gpus, pool.task, pool.pending = 3, True, Remote(), {}  # a cluster with GPUs
     for model in ("lenet5", "mobilenetv2"):
         pool.submit(tiny_config(DIGITS, model=model, device="auto"))

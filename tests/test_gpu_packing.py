@@ -3,7 +3,8 @@ many on a card as fit 90 % of it; the arithmetic runs on the CPU (no GPU, no wor
 
 import pytest
 
-from fedlib import executor, resources
+from fedlib import resources
+from fedlib.orchestration import pools
 from tests.helpers import tiny_config
 
 GIB = 1 << 30
@@ -47,11 +48,11 @@ class _FakeWorker:
 @pytest.fixture
 def one_card(monkeypatch):
     """A pool on a machine with one 10 GiB card (9 GiB usable) and 3 GiB per run."""
-    monkeypatch.setattr(executor, "_local_gpu_count", lambda: 1)
+    monkeypatch.setattr(pools, "local_gpu_count", lambda: 1)
     monkeypatch.setattr(resources, "gpu_capacities", lambda count: [int(10 * GIB * 0.9)] * count)
     monkeypatch.setattr(resources, "run_gpu_bytes", lambda cfg: 3 * GIB)
-    monkeypatch.setattr(executor, "_LocalWorker", _FakeWorker)
-    return executor._LocalPool(workers=8, threads=1)
+    monkeypatch.setattr(pools, "LocalWorker", _FakeWorker)
+    return pools.LocalPool(workers=8, threads=1)
 
 
 def test_runs_share_a_card_until_its_memory_is_reserved(one_card):
