@@ -277,3 +277,17 @@ def test_no_fedlib_module_names_an_old_path():
              for m, path in package_modules().items() if m != "fedlib"}  # fedlib/__init__.py holds the table
     found = {m: sorted(names) for m, names in named.items() if names}
     assert not found, f"import the new paths (fedlib.MOVED) inside fedlib: {found}"
+
+
+# ---------------------------------------------------------------------- module size
+LONG_MODULE_LINES = 500  # one concept per module: a longer one says at its top why it stays whole
+
+
+def test_a_long_module_says_why_it_stays_one_module():
+    unexplained = []
+    for module, path in package_modules().items():
+        source = path.read_text(encoding="utf-8")
+        docstring = ast.get_docstring(ast.parse(source)) or ""
+        if len(source.splitlines()) > LONG_MODULE_LINES and "stays one module" not in docstring:
+            unexplained.append(f"{module} ({len(source.splitlines())} lines)")
+    assert not unexplained, f"split these by concept, or say at the top why each stays one module: {unexplained}"

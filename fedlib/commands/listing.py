@@ -3,6 +3,9 @@
 Accuracies are shown in % with two decimals and rounds are counted from 1, as in the progress bar
 and the notebooks; the store itself keeps fractions and 0-based round indices (``rounds.jsonl``'s
 ``"round"``, ``summary.json``'s ``"best_round"``), converted here for display only.
+
+At about 560 lines it stays one module: ``list`` and ``show`` read the same store rows, checks
+and display conversions, which would otherwise be split across two files that import each other.
 """
 
 from __future__ import annotations
