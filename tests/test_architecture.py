@@ -291,3 +291,51 @@ def test_a_long_module_says_why_it_stays_one_module():
         if len(source.splitlines()) > LONG_MODULE_LINES and "stays one module" not in docstring:
             unexplained.append(f"{module} ({len(source.splitlines())} lines)")
     assert not unexplained, f"split these by concept, or say at the top why each stays one module: {unexplained}"
+
+
+# ---------------------------------------------------------------------- no patching
+def fedlib_module_names(tree: ast.AST, known: set[str]) -> set[str]:
+    """The local names a module binds to fedlib modules (``from fedlib.core import engine``,
+    ``import fedlib.core.store as store``)."""
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update((alias.asname or alias.name.split(".")[0]) for alias in node.names
+                         if alias.name in known and alias.asname)
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("fedlib"):
+            names.update(alias.asname or alias.name for alias in node.names
+                         if f"{node.module}.{alias.name}" in known)
+    return names
+
+
+def patched_attributes(source: str, known: set[str]) -> list[str]:
+    """Where ``source`` assigns to an attribute of a fedlib module it imported (``engine.x = ...``,
+    ``setattr(engine, ...)``)."""
+    tree = ast.parse(source)
+    modules = fedlib_module_names(tree, known)
+    found = []
+    for node in ast.walk(tree):
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(
+            node, (ast.AugAssign, ast.AnnAssign)) else []
+        for target in targets:
+            if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) and target.value.id in modules:
+                found.append(f"line {node.lineno}: {target.value.id}.{target.attr} = ...")
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "setattr"
+                and node.args and isinstance(node.args[0], ast.Name) and node.args[0].id in modules):
+            found.append(f"line {node.lineno}: setattr({node.args[0].id}, ...)")
+    return found
+
+
+def test_no_fedlib_module_assigns_to_another_modules_attributes():
+    modules = package_modules()
+    known = set(modules)
+    patches = {module: found for module, path in modules.items()
+               if (found := patched_attributes(path.read_text(encoding="utf-8"), known))}
+    assert not patches, f"hand the value in as an argument instead of patching a module: {patches}"
+
+
+def test_the_patch_scan_sees_a_patch():
+    known = {"fedlib.core.engine", "fedlib.datasets.data"}
+    source = ("from fedlib.core import engine\nimport fedlib.datasets.data as data\n"
+              "engine.load_dataset = None\nsetattr(data, 'x', 1)\nlocal = object()\nlocal.y = 2\n")
+    assert patched_attributes(source, known) == ["line 3: engine.load_dataset = ...", "line 4: setattr(data, ...)"]
