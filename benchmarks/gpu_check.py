@@ -18,7 +18,7 @@
 
 ``--tiny`` shrinks every workload to a few dozen images and uses stand-ins for every dataset, so
 the whole check runs on a CPU in minutes (``--device cpu --tiny``: the smoke test of this script;
-tests/test_gpu_check.py runs its parts in seconds).
+tests/tools/test_gpu_check.py runs its parts in seconds).
 """
 
 from __future__ import annotations
@@ -119,10 +119,10 @@ def part_tests(device: str, tiny: bool) -> str:
     """The CUDA-marked tests, stopped after ``$GPU_CHECK_TEST_SECONDS`` (default 90) with what they
     reached counted; on a CPU (the smoke) one small CPU repeatability case instead."""
     if device.startswith("cuda"):
-        selection = ["-m", "cuda", "tests/test_determinism.py", "tests/test_repeatability.py",
-                     "tests/test_backend_equivalence.py"]
+        selection = ["-m", "cuda", "tests/unit/core/test_determinism.py", "tests/unit/core/test_repeatability.py",
+                     "tests/unit/core/test_backend_equivalence.py"]
     else:
-        selection = ["tests/test_repeatability.py", "-k", "twice and cpu and lenet5"]
+        selection = ["tests/unit/core/test_repeatability.py", "-k", "twice and cpu and lenet5"]
     args = [sys.executable, "-m", "pytest", "-v", "-p", "no:cacheprovider", *selection]
     seconds = float(os.environ.get("GPU_CHECK_TEST_SECONDS", "90"))
     try:

@@ -2,7 +2,7 @@
 
 The package is a house of layers, one subpackage each, ground floor first; a module imports only
 its own layer and the layers below it (docs/ARCHITECTURE.md has the picture and a glossary;
-tests/test_architecture.py enforces it):
+tests/unit/test_architecture.py enforces it):
 
 - ``fedlib.errors``, ``fedlib.yaml_input`` -- the ground floor: one-line errors, strict YAML
 - :mod:`fedlib.datasets`      -- datasets as uint8 tensors, checks, client partitions, augmentation

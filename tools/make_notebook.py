@@ -52,7 +52,7 @@ def cells_from_script(text: str) -> list:
 def main(source: str, target: str) -> None:
     notebook = nbformat.v4.new_notebook()
     notebook.cells = cells_from_script(Path(source).read_text())
-    # the kernel reproduce.sh registers (tests/test_notebook_reader.py checks every notebook's)
+    # the kernel reproduce.sh registers (tests/notebooks/test_notebook_reader.py checks every notebook's)
     notebook.metadata["kernelspec"] = {"name": "fedlib", "display_name": "Python (fedlib)", "language": "python"}
     notebook.metadata["language_info"] = {"name": "python"}
     nbformat.validate(notebook)

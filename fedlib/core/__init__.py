@@ -7,6 +7,6 @@ Models and deterministic kernels (:mod:`.models`, :mod:`.determinism`), every kn
 the data a run reads in :mod:`.run_data` and its evaluation in :mod:`.evaluation`).
 The core and ``fedlib.algorithms`` are one layer, the run, in two packages: the methods sit
 between the core's own floors (the registry under the config, the contract over the run state,
-the methods under the backends), so tests/test_architecture.py checks that layer floor by floor.
+the methods under the backends), so tests/unit/test_architecture.py checks that layer floor by floor.
 The run may import the data layer, the measures and the ground floor, never a layer above it.
 """

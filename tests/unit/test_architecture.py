@@ -1,0 +1,341 @@
+"""The import structure of fedlib: its layers are subpackages, they import one way, and no cycle.
+
+A layer is a subpackage (the run is two: ``fedlib.core`` and ``fedlib.algorithms``, checked floor
+by floor because the methods sit between the core's floors). A module may import, directly or
+through any other module, only modules of its own floor or below. Every import counts: at the top
+of a module, inside functions and under ``if TYPE_CHECKING``. ``import fedlib.a.b`` and
+``from fedlib.a import b`` are edges to the module ``fedlib.a.b`` only (Python runs the package
+``fedlib.a`` on the way, but that is no dependency). Inside fedlib, no module names an old flat
+path (``fedlib.engine``): those are aliases for code outside it (tests/unit/test_old_paths.py).
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import fedlib
+
+PACKAGE = Path(fedlib.__file__).parent
+
+# The layers, bottom first: (name, what it holds). A name holds the module of that name and, when
+# it is a package other than fedlib itself, every module under it. The ground floor is the only
+# one outside a subpackage (with ``python -m fedlib``'s __main__, which is the command line).
+LAYERS = [
+    ("ground", {"fedlib", "fedlib.errors", "fedlib.yaml_input"}),
+    ("datasets", {"fedlib.datasets"}),
+    ("measures", {"fedlib.measures"}),
+    ("run", {"fedlib.core", "fedlib.algorithms"}),
+    ("analysis", {"fedlib.analysis"}),
+    ("orchestration", {"fedlib.orchestration"}),
+    ("reporting", {"fedlib.reporting"}),
+    ("paper", {"fedlib.paper"}),
+    ("commands", {"fedlib.commands", "fedlib.__main__"}),
+]
+
+# The floors of the run layer, bottom first. Every fedlib.algorithms module that is not the
+# registry or the contract is a method, on the "methods" floor.
+RUN_FLOORS = [
+    ("models", {"fedlib.core", "fedlib.core.models", "fedlib.core.determinism"}),
+    ("method registry", {"fedlib.algorithms"}),
+    ("config", {"fedlib.core.config"}),
+    ("run state", {"fedlib.core.state"}),
+    ("method contract", {"fedlib.algorithms.base", "fedlib.algorithms._common"}),
+    ("local training", {"fedlib.core.client_training"}),
+    ("methods", set()),
+    ("backends", {"fedlib.core.backends", "fedlib.core.backend_choice"}),
+    ("results store", {"fedlib.core.store"}),
+    ("engine", {"fedlib.core.engine", "fedlib.core.run_data", "fedlib.core.evaluation"}),
+]
+
+# Every floor, bottom first: each layer, the run replaced by its floors.
+FLOORS = [floor for name, held in LAYERS for floor in (RUN_FLOORS if name == "run" else [(name, held)])]
+
+
+# ---------------------------------------------------------------------- the scan
+def package_modules(root: Path = PACKAGE) -> dict[str, Path]:
+    """Every module under ``root`` by dotted name (a package under its own name)."""
+    modules = {}
+    for path in sorted(root.rglob("*.py")):
+        parts = path.relative_to(root.parent).with_suffix("").parts
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        modules[".".join(parts)] = path
+    return modules
+
+
+def imports_of(source: str, module: str, is_package: bool, known: set[str]) -> set[str]:
+    """The modules of ``known`` that ``source`` (the text of ``module``) imports anywhere."""
+    package = module if is_package else module.rpartition(".")[0]
+    found = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:  # relative: climb from the importing package
+                anchor = package.split(".")[:len(package.split(".")) - node.level + 1]
+                base = ".".join(anchor + ([node.module] if node.module else []))
+            for alias in node.names:
+                submodule = f"{base}.{alias.name}"
+                found.add(submodule if submodule in known else base)
+    return (found & known) - {module}
+
+
+def import_graph(root: Path = PACKAGE) -> dict[str, set[str]]:
+    """Module -> the package's modules it imports."""
+    modules = package_modules(root)
+    known = set(modules)
+    return {name: imports_of(path.read_text(), name, path.name == "__init__.py", known)
+            for name, path in modules.items()}
+
+
+def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One import cycle as a path [a, b, ..., a], or None when the graph has none."""
+    done: set[str] = set()
+    path: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        path.append(node)
+        for target in sorted(graph[node]):
+            if target in path:
+                return path[path.index(target):] + [target]
+            if target not in done:
+                cycle = visit(target)
+                if cycle:
+                    return cycle
+        path.pop()
+        done.add(node)
+        return None
+
+    for start in sorted(graph):
+        if start not in done:
+            cycle = visit(start)
+            if cycle:
+                return cycle
+    return None
+
+
+def reachable(graph: dict[str, set[str]], start: str) -> set[str]:
+    """Every module ``start`` imports, directly or through others."""
+    seen, todo = set(), [start]
+    while todo:
+        for target in graph[todo.pop()] - seen:
+            seen.add(target)
+            todo.append(target)
+    return seen
+
+
+def _holder(names: set[str], module: str) -> str | None:
+    """The longest name of ``names`` that holds ``module`` (itself, or a package above it)."""
+    held = [n for n in names if module == n or (n != "fedlib" and module.startswith(n + "."))]
+    return max(held, key=len) if held else None
+
+
+def _index_of(groups: list[tuple[str, set[str]]], module: str) -> int | None:
+    best = [(len(h), i) for i, (_, names) in enumerate(groups) if (h := _holder(names, module))]
+    return max(best)[1] if best else None
+
+
+def layer_of(graph: dict[str, set[str]]) -> dict[str, int]:
+    """Module -> its layer's index in LAYERS, for the modules a layer holds."""
+    return {m: i for m in graph if (i := _index_of(LAYERS, m)) is not None}
+
+
+def floor_of(graph: dict[str, set[str]]) -> dict[str, int]:
+    """Module -> its floor's index in FLOORS, for the modules a floor holds (a module of the
+    algorithms package that no floor names is a method)."""
+    methods = [index for index, (name, _) in enumerate(FLOORS) if name == "methods"][0]
+    floors = {}
+    for module in graph:
+        index = _index_of(FLOORS, module)
+        if module.startswith("fedlib.algorithms.") and _holder(FLOORS[index][1], module) == "fedlib.algorithms":
+            index = methods
+        if index is not None:
+            floors[module] = index
+    return floors
+
+
+def old_paths_named(source: str, module: str, is_package: bool) -> set[str]:
+    """The old flat paths (``fedlib.MOVED``) that ``source`` imports or names as a whole string."""
+    package = module if is_package else module.rpartition(".")[0]
+    named = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            named.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[:len(package.split(".")) - node.level + 1]
+                base = ".".join(anchor + ([node.module] if node.module else []))
+            named.add(base)
+            if base == "fedlib":  # from fedlib import engine
+                named.update(f"{base}.{alias.name}" for alias in node.names)
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            named.add(node.value)
+    return {name for name in named if fedlib.new_name(name)}
+
+
+# ---------------------------------------------------------------------- the scan itself
+def test_the_scan_counts_deferred_and_type_checking_imports():
+    source = '''
+from typing import TYPE_CHECKING
+import fedlib.algorithms.pkd
+from fedlib import store
+from fedlib.algorithms import register, fedlmd
+from fedlib.config import RunConfig
+from . import data
+if TYPE_CHECKING:
+    from fedlib.state import ServerState
+def later():
+    from fedlib.engine import run
+    import fedlib.threaded as threads
+'''
+    known = {"fedlib", "fedlib.algorithms", "fedlib.algorithms.pkd", "fedlib.algorithms.fedlmd", "fedlib.config",
+             "fedlib.data", "fedlib.engine", "fedlib.state", "fedlib.store", "fedlib.threaded", "fedlib.cli"}
+    found = imports_of(source, "fedlib.cli", False, known)
+    assert found == {"fedlib.algorithms.pkd", "fedlib.store", "fedlib.algorithms", "fedlib.algorithms.fedlmd",
+                     "fedlib.config", "fedlib.data", "fedlib.state", "fedlib.engine", "fedlib.threaded"}
+
+
+def test_find_cycle_names_the_loop():
+    assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == ["a", "b", "c", "a"]
+    assert find_cycle({"a": {"b", "c"}, "b": {"c"}, "c": set()}) is None
+
+
+# ---------------------------------------------------------------------- fedlib
+def test_no_import_cycle_inside_fedlib():
+    cycle = find_cycle(import_graph())
+    assert cycle is None, "import cycle: " + " -> ".join(cycle)
+
+
+def test_every_module_is_in_a_layer_and_on_a_floor():
+    graph = import_graph()
+    layers, floors = layer_of(graph), floor_of(graph)
+    assert not sorted(set(graph) - set(layers)), "modules in no layer (put them in a subpackage)"
+    assert not sorted(set(graph) - set(floors)), "modules on no floor"
+    loose = sorted(m for m, path in package_modules().items() if path.parent == PACKAGE
+                   and path.name != "__init__.py" and m not in LAYERS[0][1] | {"fedlib.__main__"})
+    assert not loose, f"modules outside a subpackage: {loose}"
+
+
+def test_every_layer_and_floor_names_existing_modules():
+    modules = set(package_modules())
+    named = {m for _, held in LAYERS + RUN_FLOORS for m in held}
+    assert not sorted(named - modules), "LAYERS or RUN_FLOORS name modules that do not exist"
+    run = LAYERS[[name for name, _ in LAYERS].index("run")][1]
+    assert all(_holder(run, m) for _, held in RUN_FLOORS for m in held), "a run floor outside the run layer"
+
+
+def test_layers_point_one_way():
+    graph = import_graph()
+    layers = layer_of(graph)
+    upward = [f"{m} ({LAYERS[layers[m]][0]}) -> {t} ({LAYERS[layers[t]][0]})"
+              for m in sorted(graph) for t in sorted(graph[m]) if layers[t] > layers[m]]
+    assert not upward, "imports into a higher layer:\n" + "\n".join(upward)
+
+
+def test_floors_point_one_way():
+    graph = import_graph()
+    floors = floor_of(graph)
+    upward = []
+    for module, floor in sorted(floors.items()):
+        for target in sorted(reachable(graph, module)):
+            if floors.get(target, -1) > floor:
+                upward.append(f"{module} ({FLOORS[floor][0]}) -> {target} ({FLOORS[floors[target]][0]})")
+    assert not upward, "imports that climb a floor:\n" + "\n".join(upward)
+
+
+def test_methods_and_backends_never_reach_the_engine():
+    graph = import_graph()
+    methods = [m for m in graph if m.startswith("fedlib.algorithms")]
+    assert "fedlib.algorithms.pkd" in methods and "fedlib.algorithms.base" in methods
+    backends = [m for m in graph if m.startswith("fedlib.core.backends")]
+    assert "fedlib.core.backends.stacked" in backends
+    above = {m for m in graph if m == "fedlib.core.engine" or _holder({"fedlib.core.store"}, m)}
+    assert "fedlib.core.store.record" in above
+    for module in methods + backends + ["fedlib.core.state", "fedlib.core.client_training"]:
+        assert not reachable(graph, module) & above, module
+    assert not reachable(graph, "fedlib.algorithms") & set(methods), "the registry loads methods by name only"
+
+
+def test_the_old_path_scan_finds_imports_and_names():
+    source = """
+import fedlib.engine
+from fedlib import store, errors
+from fedlib.grids.pkd import grid
+from fedlib.core import config
+x = "fedlib.data"
+y = "fedlib.datasets.data"
+"""
+    assert old_paths_named(source, "fedlib.x.y", False) == {"fedlib.engine", "fedlib.store", "fedlib.grids.pkd",
+                                                           "fedlib.data"}
+
+
+def test_no_fedlib_module_names_an_old_path():
+    named = {m: old_paths_named(path.read_text(encoding="utf-8"), m, path.name == "__init__.py")
+             for m, path in package_modules().items() if m != "fedlib"}  # fedlib/__init__.py holds the table
+    found = {m: sorted(names) for m, names in named.items() if names}
+    assert not found, f"import the new paths (fedlib.MOVED) inside fedlib: {found}"
+
+
+# ---------------------------------------------------------------------- module size
+LONG_MODULE_LINES = 500  # one concept per module: a longer one says at its top why it stays whole
+
+
+def test_a_long_module_says_why_it_stays_one_module():
+    unexplained = []
+    for module, path in package_modules().items():
+        source = path.read_text(encoding="utf-8")
+        docstring = ast.get_docstring(ast.parse(source)) or ""
+        if len(source.splitlines()) > LONG_MODULE_LINES and "stays one module" not in docstring:
+            unexplained.append(f"{module} ({len(source.splitlines())} lines)")
+    assert not unexplained, f"split these by concept, or say at the top why each stays one module: {unexplained}"
+
+
+# ---------------------------------------------------------------------- no patching
+def fedlib_module_names(tree: ast.AST, known: set[str]) -> set[str]:
+    """The local names a module binds to fedlib modules (``from fedlib.core import engine``,
+    ``import fedlib.core.store as store``)."""
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update((alias.asname or alias.name.split(".")[0]) for alias in node.names
+                         if alias.name in known and alias.asname)
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("fedlib"):
+            names.update(alias.asname or alias.name for alias in node.names
+                         if f"{node.module}.{alias.name}" in known)
+    return names
+
+
+def patched_attributes(source: str, known: set[str]) -> list[str]:
+    """Where ``source`` assigns to an attribute of a fedlib module it imported (``engine.x = ...``,
+    ``setattr(engine, ...)``)."""
+    tree = ast.parse(source)
+    modules = fedlib_module_names(tree, known)
+    found = []
+    for node in ast.walk(tree):
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(
+            node, (ast.AugAssign, ast.AnnAssign)) else []
+        for target in targets:
+            if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) and target.value.id in modules:
+                found.append(f"line {node.lineno}: {target.value.id}.{target.attr} = ...")
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "setattr"
+                and node.args and isinstance(node.args[0], ast.Name) and node.args[0].id in modules):
+            found.append(f"line {node.lineno}: setattr({node.args[0].id}, ...)")
+    return found
+
+
+def test_no_fedlib_module_assigns_to_another_modules_attributes():
+    modules = package_modules()
+    known = set(modules)
+    patches = {module: found for module, path in modules.items()
+               if (found := patched_attributes(path.read_text(encoding="utf-8"), known))}
+    assert not patches, f"hand the value in as an argument instead of patching a module: {patches}"
+
+
+def test_the_patch_scan_sees_a_patch():
+    known = {"fedlib.core.engine", "fedlib.datasets.data"}
+    source = ("from fedlib.core import engine\nimport fedlib.datasets.data as data\n"
+              "engine.load_dataset = None\nsetattr(data, 'x', 1)\nlocal = object()\nlocal.y = 2\n")
+    assert patched_attributes(source, known) == ["line 3: engine.load_dataset = ...", "line 4: setattr(data, ...)"]
