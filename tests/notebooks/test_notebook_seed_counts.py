@@ -89,11 +89,10 @@ def test_fedvls_seed_counts_follow_the_backbone_renamed_to_the_papers_column():
 
 def test_fedcsd_keeps_a_diverged_cell_the_paper_has_no_number_for():
     results = runs(BASE, [0.6, 0.7]) + runs(BASE.replace(method="fedcsd"), [0.7, 0.8], diverged=(0,))
-    frame = tables.table_frame(results)
-    names = run_cell("fedcsd_table1_3_4_label_skew", "def compare(", configs=[], results_dir="unused",
-                     compare_as={}, metric="best_accuracy",
-                     experiments=SimpleNamespace(run_all=lambda *args, **kwargs: []))
-    comparison = names["compare"](frame, 1)  # the paper's Table I has no digits column
+    names = run_cell("fedcsd_table1_3_4_label_skew", "comparison1 = tables.without_layout_holes(",
+                     compare_as={}, metric="best_accuracy", methods=["fedavg", "fedcsd"],
+                     table1=[r.config for r in results], by_hash={r.config.hash(): r for r in results})
+    comparison = names["comparison1"]  # the paper's Table I has no digits column
     assert set(comparison["method"]) == {"fedavg", "fedcsd"} and comparison["paper"].isna().all()
     assert counts(comparison, "fedcsd") == (2, 2, 1)
 

@@ -71,8 +71,8 @@ def _profile_notes(path: Path) -> dict[str, str]:
 
 @functools.cache
 def _dataset_names() -> tuple[str, ...]:
-    """fedlib.datasets.data.DATASETS, read once from its source (the listing imports no torch)."""
-    tree = ast.parse((Path(__file__).parents[2] / "datasets" / "data.py").read_text(encoding="utf-8"))
+    """fedlib.datasets.catalogue.DATASETS, read once from its source (the listing imports no torch)."""
+    tree = ast.parse((Path(__file__).parents[2] / "datasets" / "catalogue.py").read_text(encoding="utf-8"))
     assignment = next(node for node in tree.body if isinstance(node, ast.Assign)
                       and any(getattr(t, "id", None) == "DATASETS" for t in node.targets))
     return tuple(ast.literal_eval(assignment.value))
