@@ -64,6 +64,14 @@ def package_modules(root: Path = PACKAGE) -> dict[str, Path]:
     return modules
 
 
+def import_base(node: ast.ImportFrom, package: str) -> str:
+    """The absolute module a ``from ... import`` reads from (a relative one climbs from ``package``)."""
+    if not node.level:
+        return node.module or ""
+    anchor = package.split(".")[:len(package.split(".")) - node.level + 1]
+    return ".".join(anchor + ([node.module] if node.module else []))
+
+
 def imports_of(source: str, module: str, is_package: bool, known: set[str]) -> set[str]:
     """The modules of ``known`` that ``source`` (the text of ``module``) imports anywhere."""
     package = module if is_package else module.rpartition(".")[0]
@@ -72,10 +80,7 @@ def imports_of(source: str, module: str, is_package: bool, known: set[str]) -> s
         if isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:  # relative: climb from the importing package
-                anchor = package.split(".")[:len(package.split(".")) - node.level + 1]
-                base = ".".join(anchor + ([node.module] if node.module else []))
+            base = import_base(node, package)
             for alias in node.names:
                 submodule = f"{base}.{alias.name}"
                 found.add(submodule if submodule in known else base)
@@ -164,10 +169,7 @@ def old_paths_named(source: str, module: str, is_package: bool) -> set[str]:
         if isinstance(node, ast.Import):
             named.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                anchor = package.split(".")[:len(package.split(".")) - node.level + 1]
-                base = ".".join(anchor + ([node.module] if node.module else []))
+            base = import_base(node, package)
             named.add(base)
             if base == "fedlib":  # from fedlib import engine
                 named.update(f"{base}.{alias.name}" for alias in node.names)
