@@ -52,6 +52,7 @@ COMMITTED_FOLDERS = ("figures", "tables")  # written only when publishing
 PUBLISH_ENV = "FEDLIB_PUBLISH"  # set by ``reproduce.sh --publish`` for the kernels it starts
 PAPERMILL_CELL = "# Parameters"  # how papermill's injected cell starts
 DEFAULTS_KEY = "fedlib_defaults"  # the parameters cell's metadata: its values as the notebook shipped
+NOTE_KEY = "note"  # in a profile's section: a sentence the notebook prints under that profile, not a parameter
 
 
 def find_root(stem: str) -> Path:
@@ -80,7 +81,22 @@ def load_profiles(profiles_dir: Path, stem: str) -> dict[str, dict]:
             raise FedlibError(f"{path}: profile {name!r} must be a mapping of parameters")
         if params and not all(isinstance(key, str) for key in params):
             raise FedlibError(f"{path}: profile {name!r} has a parameter name that is not a string")
-    return {name: dict(params or {}) for name, params in profiles.items()}
+    for name, params in profiles.items():
+        note = (params or {}).get(NOTE_KEY)
+        if note is not None and not isinstance(note, str):
+            raise FedlibError(f"{path}: profile {name!r}: {NOTE_KEY} must be one sentence (a string)")
+    return {name: {k: v for k, v in (params or {}).items() if k != NOTE_KEY} for name, params in profiles.items()}
+
+
+def profile_note(profiles_dir: Path, stem: str, profile: str | None) -> str | None:
+    """The ``note`` of ``profile`` in ``profiles_dir/<stem>.yaml``: what the notebook says under that
+    profile before anything runs (what its scale can and cannot show), or None."""
+    path = Path(profiles_dir) / f"{stem}.yaml"
+    if profile is None or not path.exists():
+        return None
+    load_profiles(profiles_dir, stem)  # checks the file and the note's kind
+    section = (load_yaml(path.read_text(encoding="utf-8"), str(path)) or {}).get(profile) or {}
+    return section.get(NOTE_KEY)
 
 
 def profile_values(root: Path, stem: str, profile: str | None) -> dict:
@@ -303,6 +319,9 @@ def apply_profile(stem: str, namespace: dict) -> dict:
     namespace.update(resolved)
     cell = {**values, **{name: value for name, value in declared.items() if name in passed}}
     print(describe(stem, cell, resolved, passed, kept, root))
+    note = profile_note(root / "profiles", stem, resolved.get("profile"))
+    if note:
+        print(f"about profile {resolved['profile']}: {note}")
     return resolved
 
 

@@ -11,7 +11,8 @@ import pytest
 
 from fedlib.errors import FedlibError
 from fedlib.notebook import (DEFAULTS_KEY, REPO_ROOT, apply_profile, cell_defaults, check_unpublished, describe,
-                             edited_names, load_profiles, parse_value, resolve_parameters, shipped_defaults)
+                             edited_names, load_profiles, parse_value, profile_note, resolve_parameters,
+                             shipped_defaults)
 from fedlib.paper.reproduce.selection import select_notebooks
 from fedlib.reproduce import parse_parameters, run_notebooks
 
@@ -118,11 +119,21 @@ def test_papermill_and_reproduce_resolve_the_same_parameters(path: Path):
 
 def test_an_unknown_profile_is_one_line():
     cell = cell_defaults(REPO_ROOT / "notebooks" / "getting_started.ipynb")
-    with pytest.raises(FedlibError, match="unknown profile 'huge'; valid profiles: paper, quick, smoke"):
+    with pytest.raises(FedlibError, match="unknown profile 'huge'; valid profiles: lesson, paper, quick, smoke"):
         resolve_parameters("getting_started", cell, {"profile": "huge"})
 
 
 # ---------------------------------------------------------------- folders
+def test_a_profiles_note_is_no_parameter_and_must_be_a_sentence(tmp_path):
+    (tmp_path / "nb.yaml").write_text("lesson:\n  note: shows the effect in minutes\n  rounds: 4\nquick: {rounds: 9}\n")
+    assert load_profiles(tmp_path, "nb") == {"lesson": {"rounds": 4}, "quick": {"rounds": 9}}
+    assert profile_note(tmp_path, "nb", "lesson") == "shows the effect in minutes"
+    assert profile_note(tmp_path, "nb", "quick") is None and profile_note(tmp_path, "nb", None) is None
+    (tmp_path / "bad.yaml").write_text("lesson: {note: [a, b]}\n")
+    with pytest.raises(FedlibError, match="note must be one sentence"):
+        load_profiles(tmp_path, "bad")
+
+
 def test_relative_folders_resolve_against_the_repository_from_any_cwd(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     cell = cell_defaults(REPO_ROOT / "notebooks" / "getting_started.ipynb")

@@ -15,7 +15,8 @@ from fedlib.errors import FedlibError
 from fedlib.paper.reproduce.declared import declared_plan, plan_dry_run_csv
 from fedlib.paper.reproduce.kernel import QUIET_KERNEL, check_kernel, default_kernel, fedlib_importable, publishing_env
 from fedlib.paper.reproduce.output_index import index_outputs
-from fedlib.paper.reproduce.selection import declared_parameters, find_notebooks, select_notebooks, user_parameters
+from fedlib.paper.reproduce.selection import (STANDARD_PROFILES, declared_parameters, find_notebooks, select_notebooks,
+                                              user_parameters)
 from fedlib.reporting.notebook import REPO_ROOT
 
 
@@ -24,7 +25,7 @@ class NotebookRun:
     """What happened to one notebook."""
 
     stem: str
-    status: str  # "ok", "FAILED", or "skipped" (render-only: its runs are not stored)
+    status: str  # "ok", "FAILED", or "skipped" (render-only with its runs not stored, or no such profile)
     seconds: float
     output_path: Path
     note: str = ""
@@ -86,7 +87,9 @@ def run_notebooks(
         for notebook in notebooks:
             entry = profiles[notebook.stem].get(profile)
             started = time.time()
-            skip = render_skip_reason(notebook, entry, overrides, root)
+            lacking = profile not in profiles[notebook.stem] and profile not in STANDARD_PROFILES
+            skip = (f"it has no {profile} profile (profiles/{notebook.stem}.yaml)" if lacking
+                    else render_skip_reason(notebook, entry, overrides, root))
             if skip:
                 runs.append(NotebookRun(notebook.stem, "skipped", 0.0, out_dir / notebook.name, skip))
             else:
@@ -209,7 +212,7 @@ def format_summary(runs: Sequence[NotebookRun]) -> str:
     lines += [format_run(run, width) for run in runs]
     failed = [run.stem for run in runs if run.failed]
     skipped = sum(run.status == "skipped" for run in runs)
-    skipped_note = f"; {skipped} skipped in render-only mode (the note says why)" if skipped else ""
+    skipped_note = f"; {skipped} skipped (the note says why)" if skipped else ""
     if failed:
         lines.append(f"{len(failed)} of {len(runs)} notebooks failed: {', '.join(failed)}{skipped_note}")
     elif skipped:

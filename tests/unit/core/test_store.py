@@ -27,6 +27,7 @@ from fedlib.config import RunConfig
 from fedlib.core.store import claim as store_claim
 from fedlib.core.store import files as store_files
 from fedlib.core.store import provenance
+from fedlib.core.store import publishing as store_publishing
 from fedlib.errors import FedlibError
 from fedlib.experiments import results_frame
 from fedlib.state import sample_clients
@@ -518,6 +519,20 @@ def test_a_published_run_is_served_from_the_reference_store_without_checkpoint(t
     with pytest.raises(FedlibError, match="no checkpoint"):
         served.global_state()
     assert store.is_stored(cfg, tmp_path / "fresh")
+
+
+def test_a_run_published_with_its_model_serves_the_model(tmp_path, reference, monkeypatch):
+    cfg = tiny_config(rounds=2)
+    result = engine.run(cfg, results_dir=tmp_path / "work", progress=False)
+    folder = store.publish(store.RunRecord(result.folder), with_model=True)
+    assert sorted(p.name for p in folder.iterdir()) == sorted((*store.REFERENCE_FILES, store.FINAL_FILE))
+    served = engine.run(cfg, results_dir=tmp_path / "fresh", progress=False)
+    assert served.folder == folder
+    for name, tensor in result.global_state().items():
+        assert torch.equal(served.global_state()[name], tensor), name
+    monkeypatch.setattr(store_publishing, "MAX_PUBLISHED_MODEL", 10)
+    with pytest.raises(FedlibError, match="over the 10 the committed store takes"):
+        store.publish(store.RunRecord(result.folder), tmp_path / "other", with_model=True)
 
 
 def test_an_unfinished_run_cannot_be_published(tmp_path):

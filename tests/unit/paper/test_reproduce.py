@@ -77,6 +77,17 @@ def test_good_notebook_applies_its_profile_and_writes_nothing_committed(repo: Pa
 
 
 @pytest.mark.notebook
+def test_a_notebook_without_the_asked_extra_profile_is_skipped_and_says_so(repo: Path):
+    pytest.importorskip("papermill")
+    profiles = repo / "profiles" / "fig1_good.yaml"
+    profiles.write_text(profiles.read_text() + "lesson: {scale: 2, note: the lesson scale}\n")
+    runs = run_notebooks("lesson", "good,other", notebooks_dir=repo / "notebooks", kernel="python3", log_output=False)
+    assert [(run.stem, run.status) for run in runs] == [("fig1_good", "ok"), ("table3_other", "skipped")]
+    assert (repo / "output" / "lesson" / "tables" / "seen.txt").read_text() == "lesson auto 2"  # note: no parameter
+    assert runs[1].note == "it has no lesson profile (profiles/table3_other.yaml)"
+
+
+@pytest.mark.notebook
 def test_publish_writes_the_committed_folders_and_their_index(repo: Path):
     pytest.importorskip("papermill")
     [run] = run_notebooks("quick", "good", notebooks_dir=repo / "notebooks", kernel="python3", log_output=False,
@@ -374,7 +385,7 @@ def test_a_skipped_notebook_is_counted_but_is_no_failure():
 
     runs = [NotebookRun("a", "ok", 1.0, Path("a.ipynb")),
             NotebookRun("b", "skipped", 0.0, Path("b.ipynb"), "render-only: no store holds any of its 2 runs")]
-    assert format_summary(runs).splitlines()[-1] == "1 of 2 notebooks ran; 1 skipped in render-only mode (the note says why)"
+    assert format_summary(runs).splitlines()[-1] == "1 of 2 notebooks ran; 1 skipped (the note says why)"
     assert not runs[1].failed and not runs[1].ok
 
 

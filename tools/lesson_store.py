@@ -1,0 +1,122 @@
+"""Build the lesson store: execute each notebook that has a ``lesson`` profile, time it, and publish
+the runs it trained into the committed reference store, with their final models, so that a fresh
+clone opens the notebook with its figure already there.
+
+    FEDLIB_DATA=../shared/datasets .venv/bin/python tools/lesson_store.py --only getting_started --commit
+
+Each notebook runs through ``python -m fedlib.paper.reproduce --profile lesson`` into a scratch
+working store (``--scratch``; emptied first): runs the reference store already holds (shared with a
+notebook built before) are served from it, the others train. The seconds it took, the runs it trained
+and the machine go to ``notebooks/lesson_times.json``, which the course index quotes. ``--publish``
+also writes its figures and tables to ``figures/lesson/`` and ``tables/lesson/``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from fedlib.core import store  # noqa: E402
+from fedlib.core.store.publishing import MAX_PUBLISHED_MODEL  # noqa: E402
+from fedlib.errors import FedlibError  # noqa: E402
+from fedlib.paper.reproduce import find_notebooks, load_profiles  # noqa: E402
+
+PROFILE = "lesson"
+TIMES = ROOT / "notebooks" / "lesson_times.json"
+
+
+def lesson_notebooks(only: str | None) -> list[Path]:
+    """The notebooks (of ``only``) whose profiles yaml defines the lesson profile."""
+    return [nb for nb in find_notebooks(ROOT / "notebooks", only)
+            if PROFILE in load_profiles(ROOT / "profiles", nb.stem)]
+
+
+def execute(notebook: Path, scratch: Path, publish: bool, threads: int | None) -> float:
+    """Run ``notebook`` in the lesson profile into ``scratch``; the wall seconds it took."""
+    command = [sys.executable, "-m", "fedlib.paper.reproduce", "--profile", PROFILE, "--only", notebook.stem,
+               "--results", str(scratch)]
+    if publish:
+        command += ["--publish", "--figures", str(ROOT / "figures" / PROFILE), "--tables", str(ROOT / "tables" / PROFILE)]
+    if threads:
+        command += ["--threads", str(threads)]
+    started = time.time()
+    done = subprocess.run(command, cwd=ROOT)
+    seconds = time.time() - started
+    if done.returncode != 0:
+        raise FedlibError(f"{notebook.stem} failed in the lesson profile (exit {done.returncode}); see "
+                          f"output/{PROFILE}/{notebook.name}")
+    return seconds
+
+
+def publish_trained(scratch: Path) -> list[Path]:
+    """Publish every complete run in ``scratch`` the reference store lacks, with its final model
+    when it is small enough; their folders in the reference store."""
+    published = []
+    for folder in sorted(p for p in scratch.iterdir() if p.is_dir()):
+        record = store.RunRecord(folder)
+        if not record.complete or (store.REFERENCE_RESULTS / folder.name / "summary.json").exists():
+            continue
+        model = folder / store.FINAL_FILE
+        small = model.exists() and model.stat().st_size <= MAX_PUBLISHED_MODEL
+        published.append(store.publish(record, with_model=small))
+    return published
+
+
+def record_time(stem: str, seconds: float, trained: int) -> None:
+    """Write the notebook's lesson time into ``notebooks/lesson_times.json``."""
+    times = json.loads(TIMES.read_text()) if TIMES.exists() else {}
+    times[stem] = {"seconds": round(seconds), "runs_trained": trained, "cores": os.cpu_count(),
+                   "date": datetime.date.today().isoformat(),
+                   "note": "executed with the reference store as it stood: runs built by an earlier notebook were served"}
+    TIMES.write_text(json.dumps(dict(sorted(times.items())), indent=1) + "\n")
+
+
+def commit(paths: list[Path], message: str) -> None:
+    """git add + commit ``paths`` only."""
+    names = [str(p.relative_to(ROOT)) for p in paths if p.exists()]
+    subprocess.run(["git", "add", "-A", "--", *names], cwd=ROOT, check=True)
+    subprocess.run(["git", "commit", "-q", "-m", message, "--", *names], cwd=ROOT, check=False)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", help="comma-separated notebook names (default: every notebook with a lesson profile)")
+    parser.add_argument("--scratch", default=str(ROOT / "output" / "lesson_store"), help="scratch working store")
+    parser.add_argument("--publish", action="store_true", help="also write figures/lesson/ and tables/lesson/")
+    parser.add_argument("--threads", type=int, help="torch threads for the notebooks' runs")
+    parser.add_argument("--commit", action="store_true", help="git-commit each notebook's runs and time")
+    args = parser.parse_args(argv)
+    revision = store.code_revision()
+    if not store.is_clean_revision(revision):
+        raise FedlibError(f"fedlib/ has uncommitted changes (code revision {revision}): commit them first; the "
+                          "reference store takes only runs of committed code")
+    for notebook in lesson_notebooks(args.only):
+        scratch = Path(args.scratch)
+        shutil.rmtree(scratch, ignore_errors=True)
+        scratch.mkdir(parents=True)
+        seconds = execute(notebook, scratch, args.publish, args.threads)
+        published = publish_trained(scratch)
+        record_time(notebook.stem, seconds, len(published))
+        print(f"{notebook.stem}: {seconds:.0f} s, {len(published)} runs published", flush=True)
+        if args.commit:
+            paths = [*published, TIMES] + ([ROOT / "figures" / PROFILE, ROOT / "tables" / PROFILE] if args.publish else [])
+            commit(paths, f"lesson store: {notebook.stem} ({len(published)} runs, {seconds:.0f} s here)")
+    return 0
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main())
+    except FedlibError as error:
+        print(f"error: {error}", file=sys.stderr)
+        sys.exit(2)
