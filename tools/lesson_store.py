@@ -1,6 +1,6 @@
 """Build the lesson store: execute each notebook that has a ``lesson`` profile, time it, and publish
-the runs it trained into the committed reference store, with their final models, so that a fresh
-clone opens the notebook with its figure already there.
+the runs it trained into the committed reference store (with the final models it analysed), so that a
+fresh clone opens the notebook with its figure already there.
 
     FEDLIB_DATA=../shared/datasets .venv/bin/python tools/lesson_store.py --only getting_started --commit
 
@@ -27,11 +27,12 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from fedlib.core import store  # noqa: E402
-from fedlib.core.store.publishing import MAX_PUBLISHED_MODEL  # noqa: E402
+from fedlib.core.store.record import MODEL_READS_ENV  # noqa: E402
 from fedlib.errors import FedlibError  # noqa: E402
 from fedlib.paper.reproduce import find_notebooks, load_profiles  # noqa: E402
 
 PROFILE = "lesson"
+MODEL_READS = "model_reads.txt"  # in the scratch store: the runs whose final models the notebook read
 TIMES = ROOT / "notebooks" / "lesson_times.json"
 
 
@@ -42,7 +43,8 @@ def lesson_notebooks(only: str | None) -> list[Path]:
 
 
 def execute(notebook: Path, scratch: Path, publish: bool, threads: int | None) -> float:
-    """Run ``notebook`` in the lesson profile into ``scratch``; the wall seconds it took."""
+    """Run ``notebook`` in the lesson profile into ``scratch``; the wall seconds it took. The runs
+    whose final models it read are listed in ``scratch/model_reads.txt``."""
     command = [sys.executable, "-m", "fedlib.paper.reproduce", "--profile", PROFILE, "--only", notebook.stem,
                "--results", str(scratch)]
     if publish:
@@ -50,7 +52,8 @@ def execute(notebook: Path, scratch: Path, publish: bool, threads: int | None) -
     if threads:
         command += ["--threads", str(threads)]
     started = time.time()
-    done = subprocess.run(command, cwd=ROOT)
+    env = {**os.environ, MODEL_READS_ENV: str(scratch / MODEL_READS)}
+    done = subprocess.run(command, cwd=ROOT, env=env)
     seconds = time.time() - started
     if done.returncode != 0:
         raise FedlibError(f"{notebook.stem} failed in the lesson profile (exit {done.returncode}); see "
@@ -59,16 +62,23 @@ def execute(notebook: Path, scratch: Path, publish: bool, threads: int | None) -
 
 
 def publish_trained(scratch: Path) -> list[Path]:
-    """Publish every complete run in ``scratch`` the reference store lacks, with its final model
-    when it is small enough; their folders in the reference store."""
+    """Publish every complete run in ``scratch`` the reference store lacks: its metrics, and its
+    final model when the notebook read it (a run it analyses); their folders in the reference store.
+
+    A model the notebook read from a run the reference store already held without its model is an
+    error: build the notebooks that analyse a model first, or that run's model is not committed."""
+    reads = scratch / MODEL_READS
+    read = set(reads.read_text().split()) if reads.exists() else set()
+    lacking = sorted(h for h in read if (store.REFERENCE_RESULTS / h).exists()
+                     and not (store.REFERENCE_RESULTS / h / store.FINAL_FILE).exists())
+    if lacking:
+        raise FedlibError(f"the notebook analysed the model of {', '.join(lacking)}, which the reference store holds "
+                          "without it; delete those runs there and build this notebook again")
     published = []
     for folder in sorted(p for p in scratch.iterdir() if p.is_dir()):
         record = store.RunRecord(folder)
-        if not record.complete or (store.REFERENCE_RESULTS / folder.name / "summary.json").exists():
-            continue
-        model = folder / store.FINAL_FILE
-        small = model.exists() and model.stat().st_size <= MAX_PUBLISHED_MODEL
-        published.append(store.publish(record, with_model=small))
+        if record.complete and not (store.REFERENCE_RESULTS / folder.name / "summary.json").exists():
+            published.append(store.publish(record, with_model=folder.name in read))
     return published
 
 

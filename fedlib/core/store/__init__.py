@@ -50,5 +50,5 @@ from fedlib.core.store.provenance import (STAMP_FILE, ProvenanceWarning, code_re
                                           environment, fedlib_digest, is_clean_revision, resume_entry,
                                           trained_revisions)
 from fedlib.core.store.publishing import publish
-from fedlib.core.store.record import CHECKPOINT_FILE, CLIENTS_DIR, FINAL_FILE, RunRecord, list_runs
+from fedlib.core.store.record import CHECKPOINT_FILE, CLIENTS_DIR, FINAL_FILE, MODEL_READS_ENV, RunRecord, list_runs
 from fedlib.core.store.serving import is_stored, reference_record, same_metrics, served_record

@@ -33,6 +33,7 @@ from fedlib.errors import FedlibError
 CHECKPOINT_FILE = "checkpoint.pt"  # the resume checkpoint of a run in progress
 CLIENTS_DIR = "clients"  # its per-client files
 FINAL_FILE = "final.pt"  # what a finished run keeps: final global model + run-level server state
+MODEL_READS_ENV = "FEDLIB_MODEL_READS"  # a file: RunRecord.read_final appends each run whose model it reads
 
 
 def _serialise(value: Any) -> bytes:
@@ -141,9 +142,17 @@ class RunRecord:
                                                            "dropped_client_state": dropped}))
 
     def read_final(self, device: str | torch.device = "cpu") -> dict | None:
-        """The finished run's final state (see :meth:`write_final`), or None."""
+        """The finished run's final state (see :meth:`write_final`), or None. With
+        ``$FEDLIB_MODEL_READS`` set, the run's hash is appended to that file (how
+        ``tools/lesson_store.py`` learns which runs' models a notebook analyses)."""
         path = self.folder / FINAL_FILE
-        return _load(path, device, path) if path.exists() else None
+        if not path.exists():
+            return None
+        log = os.environ.get(MODEL_READS_ENV)
+        if log:
+            with open(log, "a", encoding="utf-8") as reads:
+                reads.write(self.folder.name + "\n")
+        return _load(path, device, path)
 
     def read_latest(self, device: str | torch.device = "cpu") -> dict | None:
         """The final state of a finished run, else the resume checkpoint (runs stored before

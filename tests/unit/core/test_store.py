@@ -528,6 +528,9 @@ def test_a_run_published_with_its_model_serves_the_model(tmp_path, reference, mo
     assert sorted(p.name for p in folder.iterdir()) == sorted((*store.REFERENCE_FILES, store.FINAL_FILE))
     served = engine.run(cfg, results_dir=tmp_path / "fresh", progress=False)
     assert served.folder == folder
+    monkeypatch.setenv(store.MODEL_READS_ENV, str(tmp_path / "reads.txt"))  # how tools/lesson_store.py learns it
+    served.global_state()
+    assert (tmp_path / "reads.txt").read_text().split() == [cfg.hash()]
     for name, tensor in result.global_state().items():
         assert torch.equal(served.global_state()[name], tensor), name
     monkeypatch.setattr(store_publishing, "MAX_PUBLISHED_MODEL", 10)
