@@ -1,6 +1,6 @@
 """Build the lesson store: execute each notebook that has a ``lesson`` profile, time it, and publish
-the runs it trained into the committed reference store (with the final models it analysed), so that a
-fresh clone opens the notebook with its figure already there.
+the runs it trained into the committed reference store (with the final models it analysed and the
+analyses it cached), so that a fresh clone opens the notebook with its figure already there.
 
     FEDLIB_DATA=../shared/datasets .venv/bin/python tools/lesson_store.py --only getting_started --commit
 
@@ -82,6 +82,22 @@ def publish_trained(scratch: Path) -> list[Path]:
     return published
 
 
+ANALYSIS_FOLDERS = ("drift", "analysis")  # caches a notebook's analyses keep beside the store (store.analysis_cache)
+
+
+def publish_analyses(scratch: Path) -> list[Path]:
+    """Copy the analysis caches the notebook wrote (a drift study, tracked class statistics) into
+    the reference store, where ``store.analysis_cache`` finds them on a fresh clone."""
+    copied = []
+    for folder in ANALYSIS_FOLDERS:
+        for source in sorted((scratch / folder).glob("*")) if (scratch / folder).is_dir() else []:
+            target = store.REFERENCE_RESULTS / folder / source.name
+            if not target.exists():
+                store.write_atomic(target, source.read_bytes())
+                copied.append(target)
+    return copied
+
+
 def record_time(stem: str, seconds: float, trained: int) -> None:
     """Write the notebook's lesson time into ``notebooks/lesson_times.json``."""
     times = json.loads(TIMES.read_text()) if TIMES.exists() else {}
@@ -116,10 +132,12 @@ def main(argv=None) -> int:
         scratch.mkdir(parents=True)
         seconds = execute(notebook, scratch, args.publish, args.threads)
         published = publish_trained(scratch)
+        analyses = publish_analyses(scratch)
         record_time(notebook.stem, seconds, len(published))
-        print(f"{notebook.stem}: {seconds:.0f} s, {len(published)} runs published", flush=True)
+        print(f"{notebook.stem}: {seconds:.0f} s, {len(published)} runs and {len(analyses)} analyses published",
+              flush=True)
         if args.commit:
-            paths = [*published, TIMES] + ([ROOT / "figures" / PROFILE, ROOT / "tables" / PROFILE] if args.publish else [])
+            paths = [*published, *analyses, TIMES] + ([ROOT / "figures" / PROFILE, ROOT / "tables" / PROFILE] if args.publish else [])
             commit(paths, f"lesson store: {notebook.stem} ({len(published)} runs, {seconds:.0f} s here)")
     return 0
 

@@ -119,7 +119,7 @@ def track_class_statistics(cfg: RunConfig, results_dir: str | os.PathLike | None
     """
     from fedlib.core.engine import run
 
-    path = store.results_root(results_dir) / ANALYSIS_FOLDER / f"{cfg.hash()}-class-statistics.json"
+    path = store.analysis_cache(results_dir, ANALYSIS_FOLDER, f"{cfg.hash()}-class-statistics.json")
     if path.exists():
         records = store.read_json(path)
     else:

@@ -234,7 +234,7 @@ def _cache_path(pretrained: RunResult, epochs: int, variants: dict, clients: lis
     key = json.dumps({"run": pretrained.config.hash(), "epochs": epochs, "clients": clients,
                       "variants": {k: [m, dict(sorted(a.items()))] for k, (m, a) in variants.items()}},
                      sort_keys=True)
-    return Path(results_dir) / "drift" / f"{hashlib.sha256(key.encode()).hexdigest()[:12]}.csv"
+    return store.analysis_cache(results_dir, "drift", f"{hashlib.sha256(key.encode()).hexdigest()[:12]}.csv")
 
 
 def _to_device(value: Any, device: torch.device) -> Any:

@@ -37,6 +37,17 @@ def reference_root() -> Path | None:
     return Path(value) if value else REFERENCE_RESULTS
 
 
+def analysis_cache(results_dir: str | os.PathLike | None, folder: str, name: str) -> Path:
+    """Where an analysis cached beside the store (``<store>/<folder>/<name>``: a drift study, tracked
+    class statistics) is read from: the working store's file when it exists, else the reference
+    store's (the committed lesson runs ship theirs), else the working store's path, to write."""
+    working = results_root(results_dir) / folder / name
+    reference = reference_root()
+    if not working.exists() and reference is not None and (reference / folder / name).exists():
+        return reference / folder / name
+    return working
+
+
 def same_folder(a: Path, b: Path) -> bool:
     """Whether two paths name one folder."""
     return Path(a).resolve() == Path(b).resolve()

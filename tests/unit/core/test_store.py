@@ -538,6 +538,15 @@ def test_a_run_published_with_its_model_serves_the_model(tmp_path, reference, mo
         store.publish(store.RunRecord(result.folder), tmp_path / "other", with_model=True)
 
 
+def test_an_analysis_cache_is_read_from_the_reference_store_when_the_working_store_lacks_it(tmp_path, reference):
+    work = tmp_path / "work"
+    assert store.analysis_cache(work, "drift", "x.csv") == work / "drift" / "x.csv"  # neither: write here
+    store.write_atomic(reference / "drift" / "x.csv", b"shipped")
+    assert store.analysis_cache(work, "drift", "x.csv").read_bytes() == b"shipped"
+    store.write_atomic(work / "drift" / "x.csv", b"mine")
+    assert store.analysis_cache(work, "drift", "x.csv").read_bytes() == b"mine"  # the working store's first
+
+
 def test_an_unfinished_run_cannot_be_published(tmp_path):
     cfg = tiny_config(rounds=2)
     engine.run(cfg, results_dir=tmp_path, progress=False, stop_after=1)
