@@ -190,7 +190,9 @@ class RunResult:
             fp32_on_cuda(torch.device(device))
             return model.to(device).eval()
         server, algorithm = prepare(self.config.replace(device=device))
-        _restore(store.RunRecord(self.folder), server)
+        record = store.RunRecord(self.folder)
+        _restore(record, server)
+        record.note_model_read()
         if server.round == 0:
             raise FedlibError(f"no checkpoint or final model stored for run {self.config.hash()} in {self.folder}")
         return predictor(algorithm, server).eval()

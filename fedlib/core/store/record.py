@@ -33,7 +33,7 @@ from fedlib.errors import FedlibError
 CHECKPOINT_FILE = "checkpoint.pt"  # the resume checkpoint of a run in progress
 CLIENTS_DIR = "clients"  # its per-client files
 FINAL_FILE = "final.pt"  # what a finished run keeps: final global model + run-level server state
-MODEL_READS_ENV = "FEDLIB_MODEL_READS"  # a file: RunRecord.read_final appends each run whose model it reads
+MODEL_READS_ENV = "FEDLIB_MODEL_READS"  # a file: RunRecord.note_model_read appends each run whose model is analysed
 
 
 def _serialise(value: Any) -> bytes:
@@ -142,22 +142,27 @@ class RunRecord:
                                                            "dropped_client_state": dropped}))
 
     def read_final(self, device: str | torch.device = "cpu") -> dict | None:
-        """The finished run's final state (see :meth:`write_final`), or None. With
-        ``$FEDLIB_MODEL_READS`` set, the run's hash is appended to that file (how
-        ``tools/lesson_store.py`` learns which runs' models a notebook analyses)."""
+        """The finished run's final state (see :meth:`write_final`), or None."""
         path = self.folder / FINAL_FILE
-        if not path.exists():
-            return None
+        return _load(path, device, path) if path.exists() else None
+
+    def read_latest(self, device: str | torch.device = "cpu") -> dict | None:
+        """The final state of a finished run, else the resume checkpoint (runs stored before
+        final.pt existed keep only that), else None: the model an analysis reads (see
+        :meth:`note_model_read`)."""
+        state = self.read_final(device) or self.read_checkpoint(device)
+        if state is not None:
+            self.note_model_read()
+        return state
+
+    def note_model_read(self) -> None:
+        """With ``$FEDLIB_MODEL_READS`` set, append this run's hash to that file: how
+        ``tools/lesson_store.py`` learns which runs' models a notebook analyses (training, resuming
+        and serving a run read its state without calling this)."""
         log = os.environ.get(MODEL_READS_ENV)
         if log:
             with open(log, "a", encoding="utf-8") as reads:
                 reads.write(self.folder.name + "\n")
-        return _load(path, device, path)
-
-    def read_latest(self, device: str | torch.device = "cpu") -> dict | None:
-        """The final state of a finished run, else the resume checkpoint (runs stored before
-        final.pt existed keep only that), else None."""
-        return self.read_final(device) or self.read_checkpoint(device)
 
     def remove_resume_checkpoint(self) -> None:
         """Delete checkpoint.pt, then its client files (call once final.pt is written)."""

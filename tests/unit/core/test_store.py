@@ -529,6 +529,8 @@ def test_a_run_published_with_its_model_serves_the_model(tmp_path, reference, mo
     served = engine.run(cfg, results_dir=tmp_path / "fresh", progress=False)
     assert served.folder == folder
     monkeypatch.setenv(store.MODEL_READS_ENV, str(tmp_path / "reads.txt"))  # how tools/lesson_store.py learns it
+    engine.run(cfg.replace(seed=1), results_dir=tmp_path / "work", progress=False)  # training reads no model for it
+    assert not (tmp_path / "reads.txt").exists()
     served.global_state()
     assert (tmp_path / "reads.txt").read_text().split() == [cfg.hash()]
     for name, tensor in result.global_state().items():
