@@ -17,6 +17,7 @@ import argparse
 import datetime
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -107,6 +108,38 @@ def record_time(stem: str, seconds: float, trained: int) -> None:
     TIMES.write_text(json.dumps(dict(sorted(times.items())), indent=1) + "\n")
 
 
+COURSE = ROOT / "notebooks" / "README.md"
+
+
+def lesson_cell(stem: str, times: dict, lessons: set[str]) -> str:
+    """The course table's lesson column for ``stem``: the measured time, "not built" for a lesson
+    profile without one yet, "-" for a notebook without a lesson profile."""
+    if stem not in lessons:
+        return "-"
+    if stem not in times:
+        return "not built"
+    seconds = times[stem]["seconds"]
+    return f"{seconds} s" if seconds < 120 else f"{seconds / 60:.1f} min"
+
+
+def course_text(text: str, times: dict, lessons: set[str]) -> str:
+    """``notebooks/README.md`` with each course row's last column (lesson) set from ``times``."""
+    def row(line: str) -> str:
+        match = re.match(r"^\| \d+ \| \[(\w+)\]\(", line)
+        if not match:
+            return line
+        cells = line.rstrip().rstrip("|").split(" | ")
+        return " | ".join(cells[:-1] + [lesson_cell(match.group(1), times, lessons)]) + " |"
+    return "\n".join(row(line) for line in text.split("\n"))
+
+
+def write_course() -> None:
+    """Set the course index's lesson column from ``notebooks/lesson_times.json``."""
+    times = json.loads(TIMES.read_text()) if TIMES.exists() else {}
+    lessons = {nb.stem for nb in lesson_notebooks(None)}
+    COURSE.write_text(course_text(COURSE.read_text(encoding="utf-8"), times, lessons), encoding="utf-8")
+
+
 def commit(paths: list[Path], message: str) -> None:
     """git add + commit ``paths`` only."""
     names = [str(p.relative_to(ROOT)) for p in paths if p.exists()]
@@ -121,7 +154,12 @@ def main(argv=None) -> int:
     parser.add_argument("--publish", action="store_true", help="also write figures/lesson/ and tables/lesson/")
     parser.add_argument("--threads", type=int, help="torch threads for the notebooks' runs")
     parser.add_argument("--commit", action="store_true", help="git-commit each notebook's runs and time")
+    parser.add_argument("--write-course", action="store_true",
+                        help="only set the lesson column of notebooks/README.md from notebooks/lesson_times.json")
     args = parser.parse_args(argv)
+    if args.write_course:
+        write_course()
+        return 0
     revision = store.code_revision()
     if not store.is_clean_revision(revision):
         raise FedlibError(f"fedlib/ has uncommitted changes (code revision {revision}): commit them first; the "
@@ -134,10 +172,11 @@ def main(argv=None) -> int:
         published = publish_trained(scratch)
         analyses = publish_analyses(scratch)
         record_time(notebook.stem, seconds, len(published))
+        write_course()
         print(f"{notebook.stem}: {seconds:.0f} s, {len(published)} runs and {len(analyses)} analyses published",
               flush=True)
         if args.commit:
-            paths = [*published, *analyses, TIMES] + ([ROOT / "figures" / PROFILE, ROOT / "tables" / PROFILE] if args.publish else [])
+            paths = [*published, *analyses, TIMES, COURSE] + ([ROOT / "figures" / PROFILE, ROOT / "tables" / PROFILE] if args.publish else [])
             commit(paths, f"lesson store: {notebook.stem} ({len(published)} runs, {seconds:.0f} s here)")
     return 0
 

@@ -58,3 +58,37 @@ def test_the_course_orders_every_notebook_once():
 def test_every_table_notebook_saves_a_figure(path: Path):
     code = "".join("".join(c["source"]) for c in cells(path) if c["cell_type"] == "code")
     assert "plots.save_figure(" in code
+
+
+# ---------------------------------------------------------------- the lesson profile
+def lesson_times() -> dict:
+    path = ROOT / "notebooks" / "lesson_times.json"
+    return json.loads(path.read_text()) if path.exists() else {}
+
+
+def test_the_course_shows_each_lessons_measured_time():
+    from tools import lesson_store
+
+    text = COURSE.read_text(encoding="utf-8")
+    lessons = {nb.stem for nb in lesson_store.lesson_notebooks(None)}
+    assert lesson_store.course_text(text, lesson_times(), lessons) == text, \
+        "run: python tools/lesson_store.py --write-course"
+    assert lessons, "some notebooks have a lesson profile"
+
+
+BUILT = sorted(lesson_times())
+
+
+@pytest.mark.parametrize("stem", BUILT)
+def test_a_built_lesson_says_what_it_shows_and_trains_nothing_on_a_fresh_clone(stem, tmp_path):
+    from fedlib.core import store
+    from fedlib.notebook import load_profiles, profile_note
+    from fedlib.paper.plan import declared_configs
+    from fedlib.reproduce import build_overrides
+
+    assert profile_note(ROOT / "profiles", stem, "lesson"), f"profiles/{stem}.yaml: the lesson says what it shows"
+    overrides = build_overrides("lesson", "cpu", None, tmp_path / "results", tmp_path / "f", tmp_path / "t")
+    parameters = {**load_profiles(ROOT / "profiles", stem)["lesson"], **overrides}
+    declared = declared_configs(ROOT / "notebooks" / f"{stem}.ipynb", parameters) or []
+    missing = [cfg.hash() for cfg in declared if store.reference_record(cfg) is None]
+    assert not missing, f"{stem}'s lesson runs {missing} are not in reference_results/: build it with tools/lesson_store.py"
