@@ -37,6 +37,11 @@ MODEL_READS = "model_reads.txt"  # in the scratch store: the runs whose final mo
 TIMES = ROOT / "notebooks" / "lesson_times.json"
 
 
+def reference_store() -> Path:
+    """The reference store runs are published into ($FEDLIB_REFERENCE, else reference_results/)."""
+    return store.reference_root() or store.REFERENCE_RESULTS
+
+
 def lesson_notebooks(only: str | None) -> list[Path]:
     """The notebooks (of ``only``) whose profiles yaml defines the lesson profile."""
     return [nb for nb in find_notebooks(ROOT / "notebooks", only)
@@ -70,15 +75,15 @@ def publish_trained(scratch: Path) -> list[Path]:
     error: build the notebooks that analyse a model first, or that run's model is not committed."""
     reads = scratch / MODEL_READS
     read = set(reads.read_text().split()) if reads.exists() else set()
-    lacking = sorted(h for h in read if (store.REFERENCE_RESULTS / h).exists()
-                     and not (store.REFERENCE_RESULTS / h / store.FINAL_FILE).exists())
+    lacking = sorted(h for h in read if (reference_store() / h).exists()
+                     and not (reference_store() / h / store.FINAL_FILE).exists())
     if lacking:
         raise FedlibError(f"the notebook analysed the model of {', '.join(lacking)}, which the reference store holds "
                           "without it; delete those runs there and build this notebook again")
     published = []
     for folder in sorted(p for p in scratch.iterdir() if p.is_dir()):
         record = store.RunRecord(folder)
-        if record.complete and not (store.REFERENCE_RESULTS / folder.name / "summary.json").exists():
+        if record.complete and not (reference_store() / folder.name / "summary.json").exists():
             published.append(store.publish(record, with_model=folder.name in read))
     return published
 
@@ -92,7 +97,7 @@ def publish_analyses(scratch: Path) -> list[Path]:
     copied = []
     for folder in ANALYSIS_FOLDERS:
         for source in sorted((scratch / folder).glob("*")) if (scratch / folder).is_dir() else []:
-            target = store.REFERENCE_RESULTS / folder / source.name
+            target = reference_store() / folder / source.name
             if not target.exists():
                 store.write_atomic(target, source.read_bytes())
                 copied.append(target)

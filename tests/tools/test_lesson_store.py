@@ -1,0 +1,72 @@
+"""tools/lesson_store.py: the course column it writes, the models and analyses it publishes."""
+
+from pathlib import Path
+
+import pytest
+
+from fedlib.core import engine, store
+from fedlib.core.config import RunConfig
+from fedlib.errors import FedlibError
+from tools import lesson_store
+
+COURSE = """| step | notebook | what | first | smoke | lesson |
+|---|---|---|---|---|---|
+| 1 | [alpha](alpha.ipynb) | a | nothing | 26 s | - |
+| 2 | [beta](beta.ipynb) | b | 1 | 30 s | 5 s |
+| 3 | [gamma](gamma.ipynb) | c | 2 | 31 s | - |
+"""
+
+
+def test_the_course_column_shows_the_time_or_why_there_is_none():
+    times = {"alpha": {"seconds": 65}, "beta": {"seconds": 409}}
+    rows = lesson_store.course_text(COURSE, times, {"alpha", "beta", "gamma"}).splitlines()
+    assert rows[2].endswith("| 26 s | 65 s |")
+    assert rows[3].endswith("| 30 s | 6.8 min |")
+    assert rows[4].endswith("| 31 s | not built |")
+    assert lesson_store.course_text(COURSE, times, {"alpha"}).splitlines()[3].endswith("| 30 s | - |")
+    assert rows[:2] == COURSE.splitlines()[:2]  # the header is left alone
+
+
+@pytest.fixture
+def reference(tmp_path, monkeypatch):
+    """An empty reference store for lesson_store, and runs that record a clean code revision."""
+    from fedlib.core.store import provenance
+
+    root = tmp_path / "reference"
+    monkeypatch.setenv("FEDLIB_REFERENCE", str(root))
+    monkeypatch.setattr(provenance, "code_revision", lambda: "c" * 40)
+    return root
+
+
+def tiny(seed: int) -> RunConfig:
+    return RunConfig(dataset="synthetic", model="mlp", clients=2, rounds=1, batch_size=32, seed=seed,
+                     max_train_samples=64, max_test_samples=32)
+
+
+def test_only_the_models_the_notebook_read_are_published_with_the_runs(tmp_path, reference):
+    scratch = tmp_path / "scratch"
+    read, unread = (engine.run(tiny(seed), results_dir=scratch, progress=False) for seed in (0, 1))
+    (scratch / lesson_store.MODEL_READS).write_text(read.config.hash() + "\n")
+    published = lesson_store.publish_trained(scratch)
+    assert sorted(p.name for p in published) == sorted([read.config.hash(), unread.config.hash()])
+    assert (reference / read.config.hash() / store.FINAL_FILE).exists()
+    assert not (reference / unread.config.hash() / store.FINAL_FILE).exists()
+    assert lesson_store.publish_trained(scratch) == []  # already there
+
+
+def test_a_model_read_from_a_run_published_without_it_is_refused(tmp_path, reference):
+    scratch = tmp_path / "scratch"
+    result = engine.run(tiny(0), results_dir=scratch, progress=False)
+    store.publish(store.RunRecord(result.folder))  # metrics only
+    (scratch / lesson_store.MODEL_READS).write_text(result.config.hash() + "\n")
+    with pytest.raises(FedlibError, match="holds without it"):
+        lesson_store.publish_trained(scratch)
+
+
+def test_analysis_caches_are_copied_once(tmp_path, reference):
+    scratch = tmp_path / "scratch"
+    store.write_atomic(scratch / "drift" / "abc.csv", b"a,b\n")
+    assert lesson_store.publish_analyses(scratch) == [reference / "drift" / "abc.csv"]
+    assert (reference / "drift" / "abc.csv").read_bytes() == b"a,b\n"
+    assert lesson_store.publish_analyses(scratch) == []
+    assert not Path(reference / "analysis").exists()
