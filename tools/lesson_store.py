@@ -31,6 +31,7 @@ from fedlib.core import store  # noqa: E402
 from fedlib.core.store.record import MODEL_READS_ENV  # noqa: E402
 from fedlib.errors import FedlibError  # noqa: E402
 from fedlib.paper.reproduce import find_notebooks, load_profiles  # noqa: E402
+from tools.park_run import git_commit  # noqa: E402  (one git-commit helper for the tools that commit runs)
 
 PROFILE = "lesson"
 MODEL_READS = "model_reads.txt"  # in the scratch store: the runs whose final models the notebook read
@@ -145,13 +146,6 @@ def write_course() -> None:
     COURSE.write_text(course_text(COURSE.read_text(encoding="utf-8"), times, lessons), encoding="utf-8")
 
 
-def commit(paths: list[Path], message: str) -> None:
-    """git add + commit ``paths`` only."""
-    names = [str(p.relative_to(ROOT)) for p in paths if p.exists()]
-    subprocess.run(["git", "add", "-A", "--", *names], cwd=ROOT, check=True)
-    subprocess.run(["git", "commit", "-q", "-m", message, "--", *names], cwd=ROOT, check=False)
-
-
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", help="comma-separated notebook names (default: every notebook with a lesson profile)")
@@ -181,8 +175,9 @@ def main(argv=None) -> int:
         print(f"{notebook.stem}: {seconds:.0f} s, {len(published)} runs and {len(analyses)} analyses published",
               flush=True)
         if args.commit:
-            paths = [*published, *analyses, TIMES, COURSE] + ([ROOT / "figures" / PROFILE, ROOT / "tables" / PROFILE] if args.publish else [])
-            commit(paths, f"lesson store: {notebook.stem} ({len(published)} runs, {seconds:.0f} s here)")
+            outputs = [ROOT / "figures" / PROFILE, ROOT / "tables" / PROFILE] if args.publish else []
+            paths = [p for p in [*published, *analyses, TIMES, COURSE, *outputs] if p.exists()]
+            git_commit(paths, f"lesson store: {notebook.stem} ({len(published)} runs, {seconds:.0f} s here)")
     return 0
 
 
