@@ -89,11 +89,12 @@ def publish_trained(scratch: Path) -> list[Path]:
     return published
 
 
-ANALYSIS_FOLDERS = ("drift", "analysis")  # caches a notebook's analyses keep beside the store (store.analysis_cache)
+ANALYSIS_FOLDERS = ("drift", "analysis", "local_update")  # caches a notebook's analyses keep beside the store
+# (store.analysis_cache): a drift study, tracked class statistics, local updates (fedlib.analysis.local_update)
 
 
 def publish_analyses(scratch: Path) -> list[Path]:
-    """Copy the analysis caches the notebook wrote (a drift study, tracked class statistics) into
+    """Copy the analysis caches the notebook wrote (a drift study, tracked class statistics, local updates) into
     the reference store, where ``store.analysis_cache`` finds them on a fresh clone."""
     copied = []
     for folder in ANALYSIS_FOLDERS:

@@ -10,22 +10,37 @@ method's local objective, then measure on the test set
 
 Any registered method name works; the local training, the aggregation rule and the evaluation
 are the engine's own (:func:`fedlib.core.client_training.train_client`, the method's ``aggregate``).
+
+Given a results store, :func:`local_update` caches its result as ``<store>/local_update/<key>.npz``
+(read from the committed reference store too, ``store.analysis_cache``), so a notebook that
+reopens finds the updates instead of training every client again.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
+import io
+import json
+import os
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import torch
 from torch import nn
 
+from fedlib.core import store
 from fedlib.core.client_training import train_client
 from fedlib.core.config import RunConfig
 from fedlib.core.engine import prepare
 from fedlib.core.state import FederatedData
 from fedlib.errors import FedlibError
 from fedlib.measures import metrics
+
+CACHE_FOLDER = "local_update"  # under the results root (and the reference store), beside drift/ and analysis/
+# Bump when a change here alters what a cached key computes (or the file's layout): old caches are then missed.
+CACHE_VERSION = 1
 
 
 @dataclass
@@ -111,15 +126,30 @@ def _accuracy(pred: metrics.Predictions) -> float:
     return float((pred.predicted == pred.labels).mean())
 
 
-def local_update(cfg: RunConfig, global_state: dict[str, torch.Tensor],
-                 round_index: int = 0) -> LocalUpdateResult:
+def local_update(cfg: RunConfig, global_state: dict[str, torch.Tensor], round_index: int = 0,
+                 results_dir: str | os.PathLike | None = None) -> LocalUpdateResult:
     """Broadcast ``global_state`` to every client of ``cfg``'s partition and train each once.
 
     ``cfg`` fixes the data, partition, model, method (with its arguments) and local budget
     (``local_epochs``, ``batch_size``, ``lr``...); ``cfg.rounds`` and ``participation`` are
     ignored: every client trains exactly once. ``round_index`` keys the clients' data order
     (and the learning rate decay), as round ``round_index`` of a run would.
+
+    With ``results_dir`` (else ``cfg.results_dir``; neither: no cache) the result is cached in
+    ``<results_dir>/local_update/`` under a key of ``cfg.hash()``, ``round_index`` and the bytes of
+    ``global_state`` (see :func:`cache_path`); a later call with the same three reads the file.
     """
+    path = cache_path(cfg, global_state, round_index, results_dir)
+    if path is not None and path.exists():
+        return _read_cache(path)
+    result = _compute(cfg, global_state, round_index)
+    if path is not None and not _in_reference_store(path):
+        _write_cache(path, result)
+    return result
+
+
+def _compute(cfg: RunConfig, global_state: dict[str, torch.Tensor], round_index: int) -> LocalUpdateResult:
+    """The local update itself (no cache): see :func:`local_update`."""
     server, algorithm = prepare(cfg)
     try:
         server.model.load_state_dict(global_state)
@@ -144,6 +174,67 @@ def local_update(cfg: RunConfig, global_state: dict[str, torch.Tensor],
         local_confusion=np.stack(recorder.confusion),
         aggregated_accuracy=_accuracy(aggregated_pred),
         aggregated_class_accuracy=metrics.class_accuracy(aggregated_pred, num_classes))
+
+
+# ====================================================================== the cache
+def cache_path(cfg: RunConfig, global_state: dict[str, torch.Tensor], round_index: int = 0,
+               results_dir: str | os.PathLike | None = None) -> Path | None:
+    """Where :func:`local_update`'s result for these inputs is cached (None: no results store named).
+
+    The key is ``cfg.hash()``, which leaves out where and how fast a run happens (``device``,
+    ``backend``, ``deterministic``, ``data_dir``, ``results_dir``...: ``LOCATION_FIELDS``), so a
+    cache filled on a GPU is read on a laptop, as the results store itself is; it keeps fields
+    this analysis ignores (``rounds``, ``participation``), so changing those misses the cache.
+    The working store's file is returned when it exists, else the reference store's, else the
+    working store's path to write (``store.analysis_cache``).
+    """
+    root = results_dir if results_dir is not None else cfg.results_dir
+    if root is None:
+        return None
+    key = json.dumps({"config": cfg.hash(), "round": int(round_index), "state": state_digest(global_state),
+                      "version": CACHE_VERSION}, sort_keys=True)
+    return store.analysis_cache(root, CACHE_FOLDER, f"{hashlib.sha256(key.encode()).hexdigest()[:12]}.npz")
+
+
+def state_digest(state: dict[str, torch.Tensor]) -> str:
+    """sha256 over a state dict: every tensor's name, dtype, shape and bytes, in sorted key order."""
+    digest = hashlib.sha256()
+    for name in sorted(state):
+        tensor = state[name]
+        if not isinstance(tensor, torch.Tensor):
+            raise FedlibError(f"global_state[{name!r}] must be a tensor, got {type(tensor).__name__}")
+        flat = tensor.detach().cpu().contiguous().reshape(-1)
+        digest.update(f"{name}|{flat.dtype}|{tuple(tensor.shape)}|".encode())
+        digest.update(flat.view(torch.uint8).numpy().tobytes())
+    return digest.hexdigest()
+
+
+def _in_reference_store(path: Path) -> bool:
+    """Whether ``path`` lies in the committed, read-only reference store (never written here)."""
+    references = {store.reference_root(), store.REFERENCE_RESULTS} - {None}
+    return any(Path(path).resolve().is_relative_to(Path(reference).resolve()) for reference in references)
+
+
+def _write_cache(path: Path, result: LocalUpdateResult) -> None:
+    """The result's arrays and a JSON string of the rest (method, class names, scalars), atomically."""
+    values = {f.name: getattr(result, f.name) for f in dataclasses.fields(result)}
+    arrays = {k: np.asarray(v) for k, v in values.items() if isinstance(v, np.ndarray)}
+    scalars = {k: v for k, v in values.items() if k not in arrays}
+    buffer = io.BytesIO()
+    np.savez(buffer, **arrays, _scalars=np.array(json.dumps(scalars)))
+    store.write_atomic(path, buffer.getvalue())
+
+
+def _read_cache(path: Path) -> LocalUpdateResult:
+    """A :class:`LocalUpdateResult` from a file :func:`_write_cache` wrote."""
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            values = {k: data[k] for k in data.files if k != "_scalars"}
+            values.update(json.loads(str(data["_scalars"])))
+        return LocalUpdateResult(**values)
+    except Exception as error:  # a damaged or foreign file: say which, in one line
+        raise FedlibError(f"cannot read the local-update cache {path} ({type(error).__name__}); "
+                          "delete it to recompute") from None
 
 
 class _LocalModelRecorder:

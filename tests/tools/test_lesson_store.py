@@ -66,7 +66,9 @@ def test_a_model_read_from_a_run_published_without_it_is_refused(tmp_path, refer
 def test_analysis_caches_are_copied_once(tmp_path, reference):
     scratch = tmp_path / "scratch"
     store.write_atomic(scratch / "drift" / "abc.csv", b"a,b\n")
-    assert lesson_store.publish_analyses(scratch) == [reference / "drift" / "abc.csv"]
+    store.write_atomic(scratch / "local_update" / "def.npz", b"npz")  # fedlib.analysis.local_update's cache
+    assert lesson_store.publish_analyses(scratch) == [reference / "drift" / "abc.csv",
+                                                      reference / "local_update" / "def.npz"]
     assert (reference / "drift" / "abc.csv").read_bytes() == b"a,b\n"
     assert lesson_store.publish_analyses(scratch) == []
     assert not Path(reference / "analysis").exists()

@@ -1,10 +1,14 @@
 """fedlib.local_update: class roles, the telling client, and one local update from a global model."""
 
+import dataclasses
+
 import numpy as np
 import pytest
 import torch
 
+from fedlib.analysis import local_update as local_update_module
 from fedlib.config import RunConfig
+from fedlib.core import store
 from fedlib.engine import evaluate, prepare, run_round
 from fedlib.errors import FedlibError
 from fedlib.local_update import LocalUpdateResult, accuracy_by_role, class_roles, local_update, telling_client
@@ -105,3 +109,72 @@ def test_accuracy_by_role_averages_each_clients_role_classes():
     assert table["majority"] == pytest.approx({"global": (0.6 + 0.6) / 2, "local": (1.0 + 0.8) / 2, "clients": 2})
     assert table["minority"] == pytest.approx({"global": 0.4, "local": 0.2, "clients": 1})
     assert table["vacant"] == pytest.approx({"global": (0.8 + 0.6) / 2, "local": (0.0 + 0.1) / 2, "clients": 2})
+
+
+# ---------------------------------------------------------------------- the on-disk cache
+def assert_same_result(a: LocalUpdateResult, b: LocalUpdateResult) -> None:
+    for item in dataclasses.fields(LocalUpdateResult):
+        first, second = getattr(a, item.name), getattr(b, item.name)
+        if isinstance(first, np.ndarray):
+            assert first.dtype == second.dtype, item.name
+            np.testing.assert_array_equal(first, second)
+        else:
+            assert first == second, item.name
+
+
+@pytest.fixture
+def trainings(monkeypatch, tmp_path):
+    """Counts train_client calls (one per client per computed update); an empty reference store."""
+    monkeypatch.setenv("FEDLIB_REFERENCE", str(tmp_path / "reference"))
+    calls = []
+    train = local_update_module.train_client
+    monkeypatch.setattr(local_update_module, "train_client", lambda *a, **k: calls.append(1) or train(*a, **k))
+    return calls
+
+
+def test_a_second_call_reads_the_cache_without_training(global_state, fedavg_result, tmp_path, trainings):
+    first = local_update(BASE, global_state, results_dir=tmp_path / "results")
+    assert len(trainings) == BASE.clients
+    [path] = (tmp_path / "results" / "local_update").glob("*.npz")
+    assert path == local_update_module.cache_path(BASE, global_state, 0, tmp_path / "results")
+    mtime = path.stat().st_mtime_ns
+    second = local_update(BASE, global_state, results_dir=tmp_path / "results")
+    assert len(trainings) == BASE.clients and path.stat().st_mtime_ns == mtime  # read, not trained nor rewritten
+    assert_same_result(first, fedavg_result)
+    assert_same_result(second, fedavg_result)
+    # cfg.results_dir is the default store; where and how it runs (device, backend) is not in the key
+    moved = BASE.replace(results_dir=str(tmp_path / "results"), backend="sequential", deterministic=False)
+    assert_same_result(local_update(moved, global_state), fedavg_result)
+    assert len(trainings) == BASE.clients
+
+
+def test_another_global_state_or_round_misses_the_cache(global_state, tmp_path, trainings):
+    results = tmp_path / "results"
+    local_update(BASE, global_state, results_dir=results)
+    local_update(BASE, global_state, round_index=1, results_dir=results)
+    changed = {k: v + 1e-3 if v.is_floating_point() else v for k, v in global_state.items()}
+    local_update(BASE, changed, results_dir=results)
+    assert len(trainings) == 3 * BASE.clients
+    assert len(list((results / "local_update").glob("*.npz"))) == 3
+    assert local_update(BASE, global_state) is not None and len(trainings) == 4 * BASE.clients  # no store: no cache
+
+
+def test_a_cache_in_the_reference_store_is_read_and_never_written(global_state, fedavg_result, tmp_path, trainings):
+    reference = tmp_path / "reference"
+    shipped = local_update_module.cache_path(BASE, global_state, 0, reference)  # reference store's own path
+    local_update(BASE, global_state, results_dir=reference)  # a miss there: computed, not written
+    assert not shipped.exists() and len(trainings) == BASE.clients
+    local_update(BASE, global_state, results_dir=tmp_path / "elsewhere")
+    shipped.parent.mkdir(parents=True)
+    (tmp_path / "elsewhere" / "local_update" / shipped.name).rename(shipped)  # as a committed cache
+    fresh = tmp_path / "fresh-clone-results"
+    assert local_update_module.cache_path(BASE, global_state, 0, fresh) == shipped
+    assert_same_result(local_update(BASE, global_state, results_dir=fresh), fedavg_result)
+    assert len(trainings) == 2 * BASE.clients and not fresh.exists()
+
+
+def test_a_damaged_cache_is_one_line(global_state, tmp_path, trainings):
+    path = local_update_module.cache_path(BASE, global_state, 0, tmp_path)
+    store.write_atomic(path, b"not an npz file")
+    with pytest.raises(FedlibError, match="cannot read the local-update cache .* delete it to recompute"):
+        local_update(BASE, global_state, results_dir=tmp_path)
