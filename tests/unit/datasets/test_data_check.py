@@ -96,12 +96,14 @@ def test_runs_record_their_data_and_the_same_data_is_served(tmp_path, private_ca
     assert quiet_run(cfg, tmp_path).rounds == first.rounds
 
 
-def test_the_committed_reference_runs_have_no_fingerprint_and_are_still_served(tmp_path, monkeypatch):
+def test_reference_runs_committed_before_fingerprints_are_still_served(tmp_path, monkeypatch):
     monkeypatch.delenv("FEDLIB_REFERENCE", raising=False)
     from fedlib import store
 
-    folder = sorted(p for p in store.REFERENCE_RESULTS.iterdir() if (p / "summary.json").exists())[0]
-    assert "data_fingerprint" not in json.loads((folder / "meta.json").read_text())
+    runs = sorted(p for p in store.REFERENCE_RESULTS.iterdir() if (p / "summary.json").exists())
+    older = [p for p in runs if "data_fingerprint" not in json.loads((p / "meta.json").read_text())]
+    assert older, "the reference store keeps runs committed before runs recorded a data fingerprint"
+    folder = older[0]
     cfg = RunConfig.from_dict(json.loads((folder / "config.json").read_text()))
     result = quiet_run(cfg, tmp_path)
     assert result.folder.resolve() == folder.resolve()
