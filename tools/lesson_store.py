@@ -143,13 +143,14 @@ COURSE = ROOT / "notebooks" / "README.md"
 
 
 def lesson_cell(stem: str, times: dict, lessons: set[str]) -> str:
-    """The course table's lesson column for ``stem``: the measured build time, "not built" for a lesson
-    profile without one yet, "-" for a notebook without a lesson profile."""
+    """The course table's lesson column for ``stem``: the measured time to train every run it declares
+    (standalone) where measured, else its build time; "not built" for a lesson profile without one
+    yet, "-" for a notebook without a lesson profile."""
     if stem not in lessons:
         return "-"
     if stem not in times:
         return "not built"
-    seconds = times[stem]["seconds"]
+    seconds = times[stem].get("standalone", times[stem])["seconds"]
     return f"{seconds} s" if seconds < 120 else f"{seconds / 60:.1f} min"
 
 

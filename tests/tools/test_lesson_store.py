@@ -28,9 +28,9 @@ def test_the_course_column_shows_the_time_or_why_there_is_none():
     assert rows[:2] == COURSE.splitlines()[:2]  # the header is left alone
 
 
-def test_the_course_column_shows_the_build_time_not_the_standalone_one():
+def test_the_course_column_prefers_the_standalone_time():
     times = {"beta": {"seconds": 20, "standalone": {"seconds": 250}}}
-    assert lesson_store.course_text(COURSE, times, {"beta"}).splitlines()[3].endswith("| 30 s | 20 s |")
+    assert lesson_store.course_text(COURSE, times, {"beta"}).splitlines()[3].endswith("| 30 s | 4.2 min |")
 
 
 def test_a_build_keeps_the_standalone_time_and_a_standalone_keeps_the_build(tmp_path, monkeypatch):
