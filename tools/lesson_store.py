@@ -9,6 +9,10 @@ working store (``--scratch``; emptied first): runs the reference store already h
 notebook built before) are served from it, the others train. The seconds it took, the runs it trained
 and the machine go to ``notebooks/lesson_times.json``, which the course index quotes. ``--publish``
 also writes its figures and tables to ``figures/lesson/`` and ``tables/lesson/``.
+
+``--standalone`` times what a student pays who changes a parameter every run depends on (the dataset,
+the rounds): the reference store is switched off (``FEDLIB_REFERENCE=off``), so every run the notebook
+declares trains, and nothing is published; the seconds go to the notebook's ``standalone`` entry.
 """
 
 from __future__ import annotations
@@ -49,9 +53,10 @@ def lesson_notebooks(only: str | None) -> list[Path]:
             if PROFILE in load_profiles(ROOT / "profiles", nb.stem)]
 
 
-def execute(notebook: Path, scratch: Path, publish: bool, threads: int | None) -> float:
+def execute(notebook: Path, scratch: Path, publish: bool, threads: int | None, standalone: bool = False) -> float:
     """Run ``notebook`` in the lesson profile into ``scratch``; the wall seconds it took. The runs
-    whose final models it read are listed in ``scratch/model_reads.txt``."""
+    whose final models it read are listed in ``scratch/model_reads.txt``. ``standalone``: with the
+    reference store off, so that every run trains."""
     command = [sys.executable, "-m", "fedlib.paper.reproduce", "--profile", PROFILE, "--only", notebook.stem,
                "--results", str(scratch)]
     if publish:
@@ -60,6 +65,8 @@ def execute(notebook: Path, scratch: Path, publish: bool, threads: int | None) -
         command += ["--threads", str(threads)]
     started = time.time()
     env = {**os.environ, MODEL_READS_ENV: str(scratch / MODEL_READS)}
+    if standalone:
+        env[store.REFERENCE_ENV] = "off"
     done = subprocess.run(command, cwd=ROOT, env=env)
     seconds = time.time() - started
     if done.returncode != 0:
@@ -107,25 +114,43 @@ def publish_analyses(scratch: Path) -> list[Path]:
 
 
 def record_time(stem: str, seconds: float, trained: int) -> None:
-    """Write the notebook's lesson time into ``notebooks/lesson_times.json``."""
+    """Write the notebook's lesson build time into ``notebooks/lesson_times.json`` (its standalone
+    time, if measured, is kept)."""
     times = json.loads(TIMES.read_text()) if TIMES.exists() else {}
+    kept = {"standalone": times[stem]["standalone"]} if "standalone" in times.get(stem, {}) else {}
     times[stem] = {"seconds": round(seconds), "runs_trained": trained, "cores": os.cpu_count(),
                    "date": datetime.date.today().isoformat(),
-                   "note": "executed with the reference store as it stood: runs built by an earlier notebook were served"}
+                   "note": "executed with the reference store as it stood: runs built by an earlier notebook were served",
+                   **kept}
     TIMES.write_text(json.dumps(dict(sorted(times.items())), indent=1) + "\n")
+
+
+def record_standalone(stem: str, seconds: float, trained: int, threads: int | None, load: str) -> None:
+    """Write the notebook's standalone time (every run trained) into its ``notebooks/lesson_times.json`` entry."""
+    times = json.loads(TIMES.read_text()) if TIMES.exists() else {}
+    entry = times.setdefault(stem, {})
+    entry["standalone"] = {"seconds": round(seconds), "runs_trained": trained, "threads": threads,
+                           "cores": os.cpu_count(), "date": datetime.date.today().isoformat(), "load": load}
+    TIMES.write_text(json.dumps(dict(sorted(times.items())), indent=1) + "\n")
+
+
+def trained_runs(scratch: Path) -> int:
+    """How many complete runs the notebook left in its scratch store."""
+    return sum(1 for p in scratch.iterdir() if p.is_dir() and store.RunRecord(p).complete)
 
 
 COURSE = ROOT / "notebooks" / "README.md"
 
 
 def lesson_cell(stem: str, times: dict, lessons: set[str]) -> str:
-    """The course table's lesson column for ``stem``: the measured time, "not built" for a lesson
-    profile without one yet, "-" for a notebook without a lesson profile."""
+    """The course table's lesson column for ``stem``: the measured time to train every run it declares
+    (standalone) where measured, else its build time; "not built" for a lesson profile without one
+    yet, "-" for a notebook without a lesson profile."""
     if stem not in lessons:
         return "-"
     if stem not in times:
         return "not built"
-    seconds = times[stem]["seconds"]
+    seconds = times[stem].get("standalone", times[stem])["seconds"]
     return f"{seconds} s" if seconds < 120 else f"{seconds / 60:.1f} min"
 
 
@@ -154,6 +179,10 @@ def main(argv=None) -> int:
     parser.add_argument("--publish", action="store_true", help="also write figures/lesson/ and tables/lesson/")
     parser.add_argument("--threads", type=int, help="torch threads for the notebooks' runs")
     parser.add_argument("--commit", action="store_true", help="git-commit each notebook's runs and time")
+    parser.add_argument("--standalone", action="store_true",
+                        help="time each notebook with the reference store off (every run trains); publish nothing")
+    parser.add_argument("--load", default="",
+                        help="with --standalone: what else ran on the machine meanwhile, recorded with the time")
     parser.add_argument("--write-course", action="store_true",
                         help="only set the lesson column of notebooks/README.md from notebooks/lesson_times.json")
     args = parser.parse_args(argv)
@@ -161,13 +190,21 @@ def main(argv=None) -> int:
         write_course()
         return 0
     revision = store.code_revision()
-    if not store.is_clean_revision(revision):
+    if not args.standalone and not store.is_clean_revision(revision):
         raise FedlibError(f"fedlib/ has uncommitted changes (code revision {revision}): commit them first; the "
                           "reference store takes only runs of committed code")
     for notebook in lesson_notebooks(args.only):
         scratch = Path(args.scratch)
         shutil.rmtree(scratch, ignore_errors=True)
         scratch.mkdir(parents=True)
+        if args.standalone:
+            seconds = execute(notebook, scratch, False, args.threads, standalone=True)
+            record_standalone(notebook.stem, seconds, trained_runs(scratch), args.threads, args.load)
+            write_course()
+            print(f"{notebook.stem}: {seconds:.0f} s standalone, {trained_runs(scratch)} runs trained", flush=True)
+            if args.commit:
+                git_commit([TIMES, COURSE], f"lesson times: {notebook.stem} standalone {seconds:.0f} s here")
+            continue
         seconds = execute(notebook, scratch, args.publish, args.threads)
         published = publish_trained(scratch)
         analyses = publish_analyses(scratch)

@@ -112,3 +112,26 @@ def verdict(gains: Mapping[str, float], rises: Mapping[str, bool], fresh: Sequen
                 f"{LEVEL_POINTS} points of FedAvg; next test: the baseline's model or the share of clients per round")
     return ("undecided: " + ", ".join(f"{name} {gains[name]:+.2f}" for name in asked) +
             f" points; no reading gains {GAIN_POINTS}+ with the shape the rule asks, and not all are level")
+
+
+def confirmation(label: str, first: float, second: float, seeds: tuple[int, int], spread: float) -> str:
+    """What a second seed says of a reading: its gain on each seed (points over FedAvg on that seed),
+    whether the sign held, and whether both gains are within ``spread``, the standard deviation of
+    FedAvg's focus class over the window's rounds (:func:`window_spread`, points)."""
+    if math.isnan(second):
+        return f"{label}: seed {seeds[1]} not run yet (seed {seeds[0]}: {first:+.2f} points)"
+    held = "the sign holds" if (first >= 0) == (second >= 0) else "the sign flips"
+    within = "both within" if max(abs(first), abs(second)) <= spread else "not both within"
+    return (f"{label}: {first:+.2f} points at seed {seeds[0]}, {second:+.2f} at seed {seeds[1]}: {held}; "
+            f"{within} {spread:.2f} points, the standard deviation of FedAvg's focus class over the window")
+
+
+def window_spread(result, class_index: int, rounds: Sequence[int]) -> float:
+    """The standard deviation (points) of class ``class_index``'s accuracy over ``rounds`` (0-based): how much
+    the focus class moves from round to round, against which a gain is read; NaN for fewer than two rounds."""
+    by_round = {r["round"]: r["class_accuracy"][class_index] for r in result.rounds if r.get("class_accuracy")}
+    values = [100 * by_round[r] for r in rounds if r in by_round]
+    if len(values) < 2:
+        return math.nan
+    mean = sum(values) / len(values)
+    return math.sqrt(sum((v - mean) ** 2 for v in values) / (len(values) - 1))

@@ -55,8 +55,9 @@ def estimate_plan(configs: Sequence[RunConfig], results_dir: str | os.PathLike |
     Runs whose data are missing here are counted (and estimated) all the same, and listed by
     dataset in ``no_data``.
     """
-    from fedlib.orchestration import timing
+    from fedlib.orchestration import resources, timing
 
+    resources.cap_threads()  # probed and labelled at the threads the runs will train with ($FEDLIB_THREADS)
     device = device or _common_device(configs)
     unique = list({c.hash(): c for c in configs}.values())
     missing = [c for c in unique if not store.is_stored(c, results_dir)]

@@ -1,5 +1,6 @@
 """tools/lesson_store.py: the course column it writes, the models and analyses it publishes."""
 
+import json
 from pathlib import Path
 
 import pytest
@@ -25,6 +26,40 @@ def test_the_course_column_shows_the_time_or_why_there_is_none():
     assert rows[4].endswith("| 31 s | not built |")
     assert lesson_store.course_text(COURSE, times, {"alpha"}).splitlines()[3].endswith("| 30 s | - |")
     assert rows[:2] == COURSE.splitlines()[:2]  # the header is left alone
+
+
+def test_the_course_column_prefers_the_standalone_time():
+    times = {"beta": {"seconds": 20, "standalone": {"seconds": 250}}}
+    assert lesson_store.course_text(COURSE, times, {"beta"}).splitlines()[3].endswith("| 30 s | 4.2 min |")
+
+
+def test_a_build_keeps_the_standalone_time_and_a_standalone_keeps_the_build(tmp_path, monkeypatch):
+    monkeypatch.setattr(lesson_store, "TIMES", tmp_path / "times.json")
+    lesson_store.record_standalone("beta", 250.4, 3, 1, "one training beside it")
+    lesson_store.record_time("beta", 20.2, 0)
+    lesson_store.record_standalone("alpha", 61, 2, None, "")
+    lesson_store.record_time("alpha", 70, 1)
+    lesson_store.record_standalone("alpha", 66, 2, None, "quiet")
+    times = json.loads((tmp_path / "times.json").read_text())
+    assert times["beta"]["seconds"] == 20 and times["beta"]["standalone"]["seconds"] == 250
+    assert times["beta"]["standalone"]["load"] == "one training beside it"
+    assert times["alpha"]["seconds"] == 70 and times["alpha"]["standalone"]["seconds"] == 66
+
+
+def test_a_standalone_execution_switches_the_reference_store_off(tmp_path, monkeypatch):
+    seen = {}
+
+    def fake_run(command, cwd, env):
+        seen.update(env=env, command=command)
+        return type("Done", (), {"returncode": 0})()
+
+    monkeypatch.setattr(lesson_store.subprocess, "run", fake_run)
+    monkeypatch.delenv(store.REFERENCE_ENV, raising=False)
+    lesson_store.execute(Path("getting_started.ipynb"), tmp_path, publish=False, threads=1, standalone=True)
+    assert seen["env"][store.REFERENCE_ENV] == "off"
+    assert "--publish" not in seen["command"]
+    lesson_store.execute(Path("getting_started.ipynb"), tmp_path, publish=False, threads=1)
+    assert seen["env"].get(store.REFERENCE_ENV) != "off"
 
 
 @pytest.fixture

@@ -44,9 +44,9 @@ from fedlib.core.store.client_tables import (CLIENT_TABLE, client_bundles, is_cl
 from fedlib.core.store.consistency import inconsistency, rounds_problem
 from fedlib.core.store.files import disk_bytes, human_bytes, read_json, write_atomic, write_json
 from fedlib.core.store.migration import ASIDE_DIR, Migration, migrate_hashes
-from fedlib.core.store.paths import (DEFAULT_RESULTS, REFERENCE_FILES, REFERENCE_RESULTS, WRITE_REFERENCE_ENV,
-                                     analysis_cache, check_writable, reference_root, results_root, run_dir,
-                                     same_folder)
+from fedlib.core.store.paths import (DEFAULT_RESULTS, REFERENCE_ENV, REFERENCE_FILES, REFERENCE_RESULTS,
+                                     WRITE_REFERENCE_ENV, analysis_cache, check_writable, reference_root, results_root,
+                                     run_dir, same_folder)
 from fedlib.core.store.provenance import (STAMP_FILE, ProvenanceWarning, code_revision, code_revision_stamp,
                                           environment, fedlib_digest, is_clean_revision, resume_entry,
                                           trained_revisions)

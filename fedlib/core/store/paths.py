@@ -15,6 +15,7 @@ DEFAULT_RESULTS = "results"
 # holds is served before the working store's run of that hash (served_record)
 REFERENCE_RESULTS = Path(__file__).resolve().parents[3] / "reference_results"
 REFERENCE_FILES = ("config.json", "meta.json", "rounds.jsonl", "summary.json")
+REFERENCE_ENV = "FEDLIB_REFERENCE"  # the reference store's folder, or "off"
 WRITE_REFERENCE_ENV = "FEDLIB_WRITE_REFERENCE"  # =1: let runs train into the reference store on purpose
 
 
@@ -31,7 +32,7 @@ def run_dir(cfg: RunConfig, results_dir: str | os.PathLike | None = None) -> Pat
 def reference_root() -> Path | None:
     """The read-only reference store ($FEDLIB_REFERENCE, else reference_results/ of this checkout;
     ``FEDLIB_REFERENCE=off`` disables it)."""
-    value = os.environ.get("FEDLIB_REFERENCE")
+    value = os.environ.get(REFERENCE_ENV)
     if value == "off":
         return None
     return Path(value) if value else REFERENCE_RESULTS

@@ -156,6 +156,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     profiles_dir = Path(args.profiles_dir or notebooks_dir.parent / "profiles")
     try:
         _check_options(args)
+        if args.threads is not None:  # the kernels' runs train with it (resources.cap_threads reads it there)
+            from fedlib.orchestration.resources import THREADS_ENV
+
+            os.environ[THREADS_ENV] = str(args.threads)
         if args.data is not None and not Path(args.data).is_dir():
             raise FedlibError(f"--data {args.data}: no such folder")
         if args.list:

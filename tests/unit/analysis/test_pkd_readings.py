@@ -98,3 +98,17 @@ FRESH, WARM = ["(a)", "(b)"], ["(c)"]
 ])
 def test_the_verdict_follows_the_rule_stated_before_the_runs(gains, rises, expected):
     assert pkd_readings.verdict(gains, rises, FRESH, WARM).startswith(expected)
+
+
+def test_the_window_spread_is_the_focus_class_standard_deviation():
+    fedavg = _result([0.1, 0.70, 0.74, 0.72])
+    assert pkd_readings.window_spread(fedavg, 1, [1, 2, 3]) == pytest.approx(2.0)
+    assert math.isnan(pkd_readings.window_spread(fedavg, 1, [3]))
+
+
+def test_a_second_seed_says_whether_the_sign_held_and_the_gain_left_the_noise():
+    held = pkd_readings.confirmation("(a)", -1.3, -0.4, (0, 1), spread=2.0)
+    assert "-1.30 points at seed 0, -0.40 at seed 1: the sign holds; both within 2.00" in held
+    flipped = pkd_readings.confirmation("(a)", -1.3, 4.5, (0, 1), spread=2.0)
+    assert "the sign flips; not both within" in flipped
+    assert "seed 1 not run yet" in pkd_readings.confirmation("(a)", -1.3, math.nan, (0, 1), spread=2.0)

@@ -1,6 +1,7 @@
 """The notebook runner (fedlib.reproduce) on tiny notebooks written into a temporary folder."""
 
 import json
+import os
 import re
 from pathlib import Path
 
@@ -345,6 +346,17 @@ def test_reproduce_refuses_an_empty_only_and_a_missing_data_folder(tmp_path, cap
     assert "no notebook names" in capsys.readouterr().err
     assert reproduce.main(["--list", "--data", str(tmp_path / "nowhere")]) == 2
     assert "no such folder" in capsys.readouterr().err
+
+
+def test_threads_reach_the_notebooks_kernels_on_the_serial_path(monkeypatch):
+    """--threads without --executor used to be dropped: the kernels trained on every core."""
+    from fedlib import reproduce
+    from fedlib.orchestration.resources import THREADS_ENV, thread_budget
+
+    monkeypatch.delenv(THREADS_ENV, raising=False)  # restored (unset) after the test
+    assert reproduce.main(["--list", "--threads", "1"]) == 0
+    assert os.environ[THREADS_ENV] == "1"  # what the kernels papermill starts inherit
+    assert thread_budget() == 1
 
 
 # ---------------------------------------------------------------------- render-only: what is left out

@@ -45,6 +45,18 @@ def test_plan_estimates_hours_from_stored_seconds_per_round(tmp_path, capsys):
     assert "2 to run" in out and "CPU-hours on cpu (" in out
 
 
+def test_the_plan_is_labelled_with_the_threads_the_runs_will_use(tmp_path, monkeypatch):
+    import torch
+
+    before = torch.get_num_threads()
+    monkeypatch.setenv("FEDLIB_THREADS", "1")
+    try:
+        plan = report.estimate_plan([BASE], tmp_path, probe=False)
+    finally:
+        torch.set_num_threads(before)
+    assert plan["device"].startswith("cpu (1 threads")
+
+
 def test_plan_counts_a_run_declared_twice_once(tmp_path, fake_probes):
     configs = [BASE.replace(seed=s) for s in (0, 1)]
     plan = report.estimate_plan(configs + configs, tmp_path)
