@@ -199,9 +199,10 @@ def main(argv=None) -> int:
         scratch.mkdir(parents=True)
         if args.standalone:
             seconds = execute(notebook, scratch, False, args.threads, standalone=True)
-            record_standalone(notebook.stem, seconds, trained_runs(scratch), args.threads, args.load)
+            trained = trained_runs(scratch)
+            record_standalone(notebook.stem, seconds, trained, args.threads, args.load)
             write_course()
-            print(f"{notebook.stem}: {seconds:.0f} s standalone, {trained_runs(scratch)} runs trained", flush=True)
+            print(f"{notebook.stem}: {seconds:.0f} s standalone, {trained} runs trained", flush=True)
             if args.commit:
                 git_commit([TIMES, COURSE], f"lesson times: {notebook.stem} standalone {seconds:.0f} s here")
             continue
