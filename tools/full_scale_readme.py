@@ -296,15 +296,18 @@ def _runs_behind(seeds: tuple[int, ...]) -> str:
     return f"the mean ± population std over {len(seeds)} seeds ({_seeds(seeds)})"
 
 
-def not_run_line(cells: list[Cell], columns: list[str], every: str) -> str:
+def not_run_line(cells: list[Cell], columns: list[str], every: str,
+                 label: Callable[[str], str] = str) -> str:
     """One line naming ``cells`` (those without an ours number), methods with the same gaps
-    together; a method missing from all of the table's ``columns`` reads ``every``."""
+    together; a method missing from all of the table's ``columns`` reads ``every``; ``label``
+    writes a column as the line names it."""
     gaps: dict[str, list[str]] = {}
     for cell in cells:
-        gaps.setdefault(cell.method, []).append(cell.column)
+        gaps.setdefault(cell.method, []).append(label(cell.column))
     groups: dict[tuple[str, ...], list[str]] = {}
     for method, missing in gaps.items():
         groups.setdefault(tuple(missing), []).append(display_name(method))
+    columns = [label(column) for column in columns]
     parts = [f"{', '.join(methods)} at " + (every if set(missing) == set(columns) and len(set(columns)) > 1
                                              else ", ".join(missing))
              for missing, methods in groups.items()]
@@ -362,18 +365,26 @@ def _class_text(values: pd.Series, min_std: float | None, worst: str | None) -> 
     return text + (f", worst {worst}" if worst and worst != NOT_RUN else "")
 
 
+def _setting_text(column: str) -> str:
+    """'MNIST, 10 clients' as 'MNIST (10 clients)': a comma-free name for a list."""
+    dataset, clients = column.split(", ", 1)
+    return f"{dataset} ({clients})"
+
+
 def pkd_block() -> str:
-    """The README's PKD Table 1 block: the seeds, the table (every cell, "not run" where none)."""
+    """The README's PKD Table 1 block: the seeds, the table of the cells run, the cells not run."""
     cells = pkd_cells()
     run = [c for c in cells if c.ours is not None or c.diverged]
     lines = ["Verdicts as for FedVLS above, on Min (the worst class's accuracy); the paper gives no std.",
              "", seeds_line(run, PKD_NOTEBOOK) if run else "Ours: no cell run yet.", "",
              "| cell | paper Max / Ave / Min | ours Max / Ave / Min | diff (Min) | verdict |",
              "|---|---|---|---|---|"]
-    for c in cells:
+    for c in run:
         lines.append(f"| {display_name(c.method)}, {c.column} | {c.paper_text} | {c.ours_text} | {_diff(c)} "
                      f"| {c.verdict} |")
-    return "\n".join(lines)
+    missing = not_run_line([c for c in cells if c not in run], [c.column for c in cells], "every setting",
+                           label=_setting_text)
+    return "\n".join(lines + (["", missing] if missing else []))
 
 
 # ---------------------------------------------------------------------- FedLMD Table 3

@@ -219,8 +219,8 @@ PROMPTS: dict[str, tuple[list[str], list[tuple[str, str]]]] = {
         "`seeds = [0, 1]`: is the ranking of the variants the same in both seeds?",
     ], [("fedlib/algorithms/pkd.py", "`partial_kd_loss`: the `normalise` and `t_squared` options")]),
     "pkd_kd_stage_readings": ([
-        "`confirm_readings = [\"(a) fresh batch T^2\"]`: the reading again on a second seed, with FedAvg. Will "
-        "its gain keep its sign? Compare it with the round-to-round swing of FedAvg's worst class.",
+        "`window = [81, 120]` in the lesson or paper profile: the gain averaged over 40 rounds instead of 20, "
+        "read from the same stored runs. Does reading (a) keep its sign on both seeds?",
         "`window = [21, 30]` in the paper profile (the first ten KD rounds): a fresh start should trail FedAvg "
         "there. By how much, and for how long?",
         "`lam = 5.0`: a stronger KD term for every reading. Does the firing curve change shape?",

@@ -117,6 +117,21 @@ def test_worst_classes_read_as_names_and_a_missing_one_is_left_out(tmp_path, mon
     assert "| 99.73 / 99.32 / 98.71 | 99.59 / 99.04 / 98.41, worst 9 |" in rows["| PKD, MNIST, 10 clients"]
 
 
+def test_the_pkd_block_lists_only_the_cells_run_and_names_the_others_in_one_line():
+    cells = fsr.pkd_cells()
+    block = fsr.pkd_block()
+    rows = {cell: line for cell, line in _rows(block).items() if cell != "cell"}  # the header left out
+    not_run = [c for c in cells if c.ours is None and not c.diverged]
+    assert len(rows) == len(cells) - len(not_run) > 0
+    assert not any(fsr.NOT_RUN in line for line in rows.values())
+    last = block.splitlines()[-1]
+    assert last.startswith("Not run: ") == bool(not_run)
+    for cell in not_run:
+        assert fsr._setting_text(cell.column) in last and fsr.display_name(cell.method) in last
+    if not_run:
+        assert "CIFAR-10 (100 clients)" in last  # a comma-free name, so the list reads unambiguously
+
+
 def test_the_parameters_a_table_was_published_with_choose_its_runs(tmp_path, monkeypatch):
     import json
 
