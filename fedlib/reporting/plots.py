@@ -305,7 +305,8 @@ def curve_panels(results, key: str = "accuracy", ylabel: str = "test accuracy (%
         for method, curves in lines.items():
             seeds = pd.concat(curves, axis=1) * 100
             mean, colour = seeds.mean(axis=1), method_colour(method, methods)
-            ax.plot(mean.index, mean.values, label=display_name(method), color=colour, lw=1.4)
+            ax.plot(mean.index, mean.values, label=display_name(method), color=colour, lw=1.4,
+                    linestyle=method_line_style(method, methods))
             if len(curves) > 1:
                 spread = seeds.std(axis=1, ddof=0)
                 ax.fill_between(mean.index, mean - spread, mean + spread, color=colour, alpha=0.15, lw=0)
@@ -356,7 +357,8 @@ def table_curves(results, metric: str = "accuracy", columns: int = 3):
         for label, seeds in lines.items():
             frame = pd.concat([curve for _, curve in seeds], axis=1) * 100
             mean, colour = frame.mean(axis=1), method_colour(label, rows)
-            ax.plot(mean.index, mean.values, label=label, color=colour, lw=1.4)
+            ax.plot(mean.index, mean.values, label=label, color=colour, lw=1.4,
+                    linestyle=method_line_style(label, rows))
             if len(seeds) > 1:
                 spread = frame.std(axis=1, ddof=0)
                 ax.fill_between(mean.index, mean - spread, mean + spread, color=colour, alpha=0.15, lw=0)
@@ -426,9 +428,18 @@ def _row_label(cfg, augmentation: bool, arguments: Sequence[str]) -> str:
     return label
 
 
+LINE_STYLES = ("-", "--", ":")  # once the colours run out: the 11th method is dashed, the 21st dotted
+
+
 def method_colour(method: str, methods: Sequence[str]) -> str:
     """``method``'s colour among ``methods`` (the figure's, in order): one of :data:`DISTINCT_COLOURS`."""
     return DISTINCT_COLOURS[list(methods).index(method) % len(DISTINCT_COLOURS)]
+
+
+def method_line_style(method: str, methods: Sequence[str]) -> str:
+    """``method``'s line style among ``methods``: solid for the first :data:`DISTINCT_COLOURS`,
+    then dashed, so that two methods that share a colour never share a line."""
+    return LINE_STYLES[list(methods).index(method) // len(DISTINCT_COLOURS) % len(LINE_STYLES)]
 
 
 def seed_note(counts: dict[str, int]) -> str:

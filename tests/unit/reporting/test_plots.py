@@ -127,6 +127,13 @@ def test_the_seed_note_names_the_exceptions_and_colours_are_distinct_and_never_g
     assert len(set(colours)) == 6 and not {"#949494", "0.5", "grey", "gray"} & set(colours)
 
 
+def test_thirteen_methods_get_thirteen_different_lines_once_the_colours_run_out():
+    methods = [f"method{i}" for i in range(13)]  # FedVLS Table 1 compares 13
+    lines = [(plots.method_colour(m, methods), plots.method_line_style(m, methods)) for m in methods]
+    assert len(set(lines)) == 13
+    assert lines[10] == (lines[0][0], "--") and lines[0][1] == "-"  # the 11th: the first colour, dashed
+
+
 def test_a_stamp_says_when_cells_have_different_seed_counts():
     configs = [RunConfig(dataset="mnist", method="fedavg", seed=s) for s in (0, 1, 2)] + \
               [RunConfig(dataset="mnist", method="fedprox", seed=0)]
