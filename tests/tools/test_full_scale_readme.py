@@ -59,39 +59,61 @@ def test_write_fills_the_blocks_and_leaves_the_prose(tmp_path, blocks):
     assert readme.read_text(encoding="utf-8") == f"prose 1.23\n{begin}\n{blocks['pkd_table1']}\n{end}\nmore prose\n"
 
 
-def _fedavg_seeds(tmp_path, monkeypatch, values):
-    """The FedVLS tables with FedAvg Dir(0.05) as three stored seeds of ``values`` (best accuracy,
-    %), the committed CSV holding their mean and population std."""
+def _stored_seeds(tmp_path, monkeypatch, cells):
+    """The FedVLS tables with each MNIST cell of ``cells`` ({(method, beta): best accuracies (%) of
+    seeds 0, 1, ...}) stored as those runs, the committed CSV holding their mean and population std."""
     tables = tmp_path / "tables"
     shutil.copytree(fsr.TABLES, tables)
     frame = pd.read_csv(tables / "fedvls_table1_vs_paper.csv")
-    row = (frame["method"] == "fedavg") & (frame["dataset"] == "mnist") & frame["setting"].str.endswith("beta=0.05")
-    frame.loc[row, ["ours", "ours_std"]] = [round(statistics.fmean(values), 2), round(statistics.pstdev(values), 2)]
+    for (method, beta), values in cells.items():
+        row = ((frame["method"] == method) & (frame["dataset"] == "mnist")
+               & frame["setting"].str.endswith(f"beta={beta}"))
+        std = round(statistics.pstdev(values), 2) if len(values) > 1 else float("nan")
+        frame.loc[row, ["ours", "ours_std"]] = [round(statistics.fmean(values), 2), std]
     frame.to_csv(tables / "fedvls_table1_vs_paper.csv", index=False)
     real = fsr.stored_summaries
 
     def summaries(configs):
-        if configs and configs[0].method == "fedavg" and configs[0].beta == 0.05 and configs[0].dataset == "mnist":
-            return [{"best_accuracy": v / 100, "seed": cfg.seed} for v, cfg in zip(values, configs)]
-        return real(configs)
+        values = cells.get((configs[0].method, configs[0].beta)) if configs and configs[0].dataset == "mnist" else None
+        if values is None:
+            return real(configs)
+        return [{"best_accuracy": v / 100, "seed": cfg.seed} for v, cfg in zip(values, configs)]
 
     monkeypatch.setattr(fsr, "TABLES", tables)
     monkeypatch.setattr(fsr, "stored_summaries", summaries)
     return tables
 
 
+def _fedavg_seeds(tmp_path, monkeypatch, values):
+    """The FedVLS tables with FedAvg Dir(0.05) stored as seeds of ``values`` (best accuracy, %)."""
+    return _stored_seeds(tmp_path, monkeypatch, {("fedavg", 0.05): values})
+
+
 def test_a_cell_of_several_seeds_shows_mean_std_and_its_seed_count(tmp_path, monkeypatch):
-    tables = _fedavg_seeds(tmp_path, monkeypatch, [94.9, 95.1, 95.3])
+    cells = {("fedavg", 0.05): [94.9, 95.1, 95.3], ("fedlc", 0.05): [80.0], ("fedprox", 0.05): [94.0, 95.0]}
+    tables = _stored_seeds(tmp_path, monkeypatch, cells)  # one cell per seed count, whatever the store holds
     frame = pd.read_csv(tables / "fedvls_table1_vs_paper.csv")
     run_cells = int(frame.loc[frame["dataset"] == "mnist", "ours"].notna().sum())
     block = fsr.fedvls_block()
     assert "| FedAvg Dir(0.05) | 94.77 ± 0.44 | 95.10 ± 0.16 (3 seeds) | +0.33 | reproduced |" in block
+    assert "| FedProx Dir(0.05) | 94.95 ± 0.24 | 94.50 ± 0.50 (2 seeds) |" in block
     assert "Ours mixes seed counts" in block
-    single = re.search(r"(\d+) cells? one run \(seed 0\)", block)  # the larger group is named first
+    single = re.search(r"(\d+) cells? one run \(seed 0\)", block)
     several = re.search(r"(\d+) cells? the mean ± population std over 3 seeds \(0, 1, 2\)", block)
-    others = re.findall(r"(\d+) cells? the mean ± population std over 2 seeds \([\d, ]+\)", block)  # cells part-way
-    assert single and several and int(several[1]) >= 1
+    others = re.findall(r"(\d+) cells? the mean ± population std over 2 seeds \([\d, ]+\)", block)
+    assert single and several and others and int(several[1]) >= 1
     assert int(single[1]) + int(several[1]) + sum(map(int, others)) == run_cells  # each cell counted once
+
+
+def test_a_store_of_three_seeds_everywhere_says_so_in_one_sentence(tmp_path, monkeypatch):
+    frame = pd.read_csv(fsr.TABLES / "fedvls_table1_vs_paper.csv")
+    run = frame[(frame["dataset"] == "mnist") & frame["ours"].notna()]
+    beta = run["setting"].str.extract(r"beta=([\d.]+)")[0].astype(float)
+    seeds = {(m, b): [x - 0.5, x, x + 0.5] for m, b, x in zip(run["method"], beta, run["ours"])}
+    _stored_seeds(tmp_path, monkeypatch, seeds)
+    block = fsr.fedvls_block()
+    assert "Ours mixes seed counts" not in block
+    assert "each cell with a number is the mean ± population std over 3 seeds (0, 1, 2)" in block
 
 
 def test_a_table_that_disagrees_with_the_reference_store_stops_the_tool(tmp_path, monkeypatch):
