@@ -5,15 +5,17 @@ import math
 import sys
 from pathlib import Path
 
+from fedlib.core import store
+
 
 def summary(run: Path) -> dict:
     """The settings and per-round readouts of the run stored in ``run``."""
-    config = json.loads((run / "config.json").read_text())
-    rounds = [json.loads(line) for line in (run / "rounds.jsonl").read_text().splitlines()]
+    record = store.RunRecord(run)
+    cfg, rounds = record.read_config(), record.read_rounds()
     accuracy = [round(100 * r["accuracy"], 2) for r in rounds]
-    return {"run": run.name, "method": config["method"], "local_epochs": config["local_epochs"],
-            "momentum": config["momentum"], "rounds_run": len(rounds),
-            "diverged": any(r["loss"] != r["loss"] for r in rounds),  # NaN is the only value unequal to itself
+    return {"run": run.name, "method": cfg.method, "local_epochs": cfg.local_epochs,
+            "momentum": cfg.momentum, "rounds_run": len(rounds),
+            "diverged": any(not math.isfinite(r["loss"]) for r in rounds),
             "best": max(accuracy), "best_round": accuracy.index(max(accuracy)) + 1, "accuracy": accuracy,
             "fedgf_c": [r.get("fedgf_c") for r in rounds],
             "fedgf_divergence": [_finite(r.get("fedgf_divergence")) for r in rounds]}

@@ -9,25 +9,24 @@ import json
 import sys
 from pathlib import Path
 
-import torch
-
-from fedlib.core.models import build_model
+from fedlib.core import store
+from fedlib.core.state import build_run_model
+from fedlib.datasets.augment import normalize
 from fedlib.datasets.data import load_dataset
+from fedlib.measures.metrics import predict
 
 
-def live_dimensions(store: Path, run: str) -> dict:
+def live_dimensions(results: Path, run: str) -> dict:
     """The run's method, setting and the count of feature dimensions > 0 for at least one test image."""
-    config = json.loads((store / run / "config.json").read_text())
-    data = load_dataset(config["dataset"])
-    model = build_model(config["model"], len(data.class_names), in_channels=data.test_x.shape[1],
-                        image_size=data.test_x.shape[-1])
-    model.load_state_dict(torch.load(store / run / "final.pt", map_location="cpu", weights_only=False)["model"])
-    model.eval()
-    mean = torch.tensor(data.mean).view(1, -1, 1, 1)
-    std = torch.tensor(data.std).view(1, -1, 1, 1)
-    with torch.no_grad():
-        features = model.body((data.test_x.float() / 255 - mean) / std)
-    return {"run": run, "method": config["method"], "beta": config["beta"], "seed": config["seed"],
+    record = store.RunRecord(results / run)
+    cfg = record.read_config()
+    data = load_dataset(cfg.dataset)
+    model = build_run_model(cfg, data)
+    model.load_state_dict(record.read_final()["model"])
+    batches = [(normalize(data.test_x[i:i + 1000], data.mean, data.std), data.test_y[i:i + 1000])
+               for i in range(0, len(data.test_y), 1000)]
+    features = predict(model, batches).features
+    return {"run": run, "method": cfg.method, "beta": cfg.beta, "seed": cfg.seed,
             "live": int((features > 0).any(0).sum()), "dimensions": features.shape[1]}
 
 
