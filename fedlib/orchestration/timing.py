@@ -1,26 +1,34 @@
-"""Seconds per training image of a run's kind (dataset, model, method) on a device: what the plan
-multiplies by each run's work (images trained per round x rounds).
+"""What a run costs on a device, before it trains: the plan's hours.
 
-A kind's rate comes from, in this order:
+A run's seconds are modelled as its rounds x (the training images of a round x the seconds per
+training image of its kind + the test images of an evaluation x the seconds per test image of
+its (dataset, model), once per ``eval_every`` rounds) (:meth:`Rates.run_seconds`). A kind is
+(dataset, model, method). Its rate comes from, in this order:
 
-1. its stored runs, trained on the same kind of device (their train seconds over images trained);
-2. the dry run's rows (:mod:`fedlib.orchestration.dry_run`, trained on the CPU; CPU plans only): the median
-   over the kind's configs;
-3. a product of probes: FedAvg's rate on the kind's (dataset, model), times the method's cost
-   relative to FedAvg, measured once on :data:`RATIO_KIND` (a method adds teachers, a second
-   forward pass or a Fisher pass whatever the network; :func:`probe_method_ratio`). A probe is
-   one small timed round
-   (:func:`probe_seconds_per_image`, one batch per client) on a stand-in of the data's shape,
-   on the sequential path (threads or stacked backends run faster): speed depends on the
-   shape, not on the pixels, so data missing here cost nothing. Probes are cached per device
-   in ``<cache>/plan_rates.json`` (``$FEDLIB_CACHE``, else ``~/.cache/fedlib``); delete the file
-   to measure again.
+1. its stored runs, trained on the same kind of device (their train seconds, which include the
+   evaluations, over the images trained);
+2. steady-state probes of this machine: FedAvg's rate on the kind's (dataset, model), times the
+   method's cost relative to FedAvg, measured once on :data:`RATIO_KIND` (a method adds
+   teachers, a second forward pass or a Fisher pass whatever the network;
+   :func:`probe_method_ratio`), plus the evaluation's rate (:func:`probe_eval_seconds_per_image`).
+   A probe trains :data:`STEADY_STEPS` batches on each of two clients (one, where a step
+   takes half a second or more: :func:`probe_seconds_per_image`), enough that a client's fixed costs weigh a few per cent as
+   in a full-scale round, on a stand-in of the data's shape: speed depends on the shape, not
+   on the pixels, so data missing here cost nothing.
 
-Rates cover training only (local steps of the sampled clients; evaluation is left out). Probes
-are small, so on a machine busy with other work they are noisy (identical steps took two to
-three times longer in some seconds than in others on the shared 2-core machine this was written
-on): take a plan's hours as an order of magnitude until stored runs or the dry run measure a
-kind, and delete the cache to probe again on an idle machine.
+Probes are kept per device (the CPU's model and the thread count are part of its name,
+:func:`device_label`) in ``<cache>/plan_rates.json`` (``$FEDLIB_CACHE``, else
+``~/.cache/fedlib``); delete the file to measure again. :data:`COMMITTED_RATES` holds the probes
+of the machines the project's plans were printed on, used where the cache lacks an entry for
+the same device name, so that a plan on such a machine probes nothing.
+
+The dry run's rows are not a rate: one round of a 160-image slice times fixed costs (model
+build, evaluation, the first step's warm-up) over very few images, 40 to 2,000 times the
+steady-state seconds per image. The model leaves out per-run costs (reading and decoding the
+data: about a minute for the CIFAR-10 JPEG folder, seconds for the rest) and per-round server
+work. Held against the project's stored full-scale runs in ``tests/unit/orchestration/test_cost_model.py``.
+On a machine busy with other work a probe is slower: delete the cache and plan again on an
+idle machine.
 """
 
 from __future__ import annotations
@@ -35,11 +43,16 @@ from typing import Iterable, Sequence
 
 from fedlib.core import store
 from fedlib.core.config import RunConfig
+from fedlib.core.store.provenance import cpu_model
 
 RATIO_KIND = ("cifar10", "cnn2")  # where a method's cost relative to FedAvg is measured
-PROBE_CLIENTS = 2  # a probe trains one batch on each of this many clients (more where the method needs them)
+PROBE_CLIENTS = 2  # a probe trains on each of this many clients (more where the method needs them)
 RATIO_REPEATS = 2  # a method's ratio to FedAvg: this many probes of each, taken in turn
-PROBE_TEST_IMAGES = 10  # a probe evaluates once, on this many test images
+PROBE_TEST_IMAGES = 10  # a training probe evaluates once, on this many test images
+STEADY_STEPS = 24  # local steps a probe client trains: its fixed costs then weigh a few per cent
+LONG_STEP_SECONDS = 0.5  # a step at least this long dwarfs a client's fixed costs: one batch is a steady probe
+EVAL_PROBE_IMAGES = 2000  # an evaluation probe times the model over this many images
+COMMITTED_RATES = Path(__file__).with_name("measured_rates.json")
 
 
 def cost_key(cfg: RunConfig) -> tuple[str, str, str]:
@@ -48,7 +61,7 @@ def cost_key(cfg: RunConfig) -> tuple[str, str, str]:
 
 
 def device_label(device: str = "auto") -> str:
-    """The device a plan's hours are for, in words: 'cpu (2 threads, x86_64)' or the GPU's name."""
+    """The device a plan's hours are for, in words: 'cpu (1 thread, AMD EPYC, x86_64)' or the GPU's name."""
     import torch
 
     from fedlib.core.engine import resolve_device
@@ -56,7 +69,8 @@ def device_label(device: str = "auto") -> str:
     resolved = resolve_device(device)
     if resolved.type == "cuda":
         return torch.cuda.get_device_name(resolved)
-    return f"{resolved.type} ({torch.get_num_threads()} threads, {platform.machine()})"
+    threads = torch.get_num_threads()
+    return f"{resolved.type} ({threads} thread{'s' if threads != 1 else ''}, {cpu_model()}, {platform.machine()})"
 
 
 def hours_unit(device: str = "auto") -> str:
@@ -68,7 +82,8 @@ def hours_unit(device: str = "auto") -> str:
 
 @dataclass
 class Rates:
-    """Seconds per training image by kind, each with where it came from (:func:`plan_rates`)."""
+    """Seconds per training image by kind and per test image by (dataset, model), each with
+    where it came from (:func:`plan_rates`)."""
 
     device: str
     cache: "ProbeCache"
@@ -77,7 +92,7 @@ class Rates:
     ratios_assumed: bool = False  # a method without a measured ratio costs as FedAvg (else: unknown)
 
     def rate(self, cfg: RunConfig) -> float | None:
-        """Seconds per image of ``cfg``'s kind; None where neither a measurement nor probes know it."""
+        """Seconds per training image of ``cfg``'s kind; None where neither a measurement nor probes know it."""
         return self.rate_and_source(cfg)[0]
 
     def rate_and_source(self, cfg: RunConfig) -> tuple[float | None, str]:
@@ -91,20 +106,34 @@ class Rates:
             return None, "unknown"
         return base * ratio, "probe" if cfg.method == "fedavg" else "probes"
 
+    def run_seconds(self, cfg: RunConfig) -> float | None:
+        """Seconds ``cfg`` will take: rounds x (training images x seconds per training image +
+        evaluated test images x seconds per test image); None without a training rate. A rate
+        from stored runs includes their evaluations already."""
+        rate, source = self.rate_and_source(cfg)
+        if rate is None:
+            return None
+        seconds = cfg.rounds * images_per_round(cfg) * rate
+        if source != "stored runs":
+            seconds += evaluated_images(cfg) * (self.cache.evals.get((cfg.dataset, cfg.model)) or 0.0)
+        return seconds
+
     def _fedavg_rate(self, dataset: str, model: str) -> float | None:
         measured = self.measured.get((dataset, model, "fedavg"))
         return measured[0] if measured else self.cache.rates.get((dataset, model, "fedavg"))
 
     def probes_needed(self, configs: Iterable[RunConfig]) -> dict[tuple, RunConfig]:
         """The probes the rates of ``configs`` still lack, each with a config to probe:
-        ("rate", dataset, model) for FedAvg there, ("ratio", method) for a method's cost
-        (unless ratios are assumed)."""
+        ("rate", dataset, model) for FedAvg there, ("eval", dataset, model) for its evaluation,
+        ("ratio", method) for a method's cost (unless ratios are assumed)."""
         needed: dict[tuple, RunConfig] = {}
         for cfg in configs:
             if cost_key(cfg) in self.measured:
                 continue
             if self._fedavg_rate(cfg.dataset, cfg.model) is None:
                 needed.setdefault(("rate", cfg.dataset, cfg.model), _as_fedavg(cfg))
+            if (cfg.dataset, cfg.model) not in self.cache.evals:
+                needed.setdefault(("eval", cfg.dataset, cfg.model), _as_fedavg(cfg))
             if cfg.method != "fedavg" and cfg.method not in self.cache.ratios and not self.ratios_assumed:
                 needed.setdefault(("ratio", cfg.method), _on_ratio_kind(cfg))
         return needed
@@ -117,6 +146,8 @@ class Rates:
                              disable=not progress or not needed):
             if key[0] == "rate":
                 self.cache.store("rates", "|".join(cost_key(cfg)), probe_seconds_per_image(cfg, self.device))
+            elif key[0] == "eval":
+                self.cache.store("evals", f"{cfg.dataset}|{cfg.model}", probe_eval_seconds_per_image(cfg, self.device))
             else:
                 self.cache.store("ratios", cfg.method, probe_method_ratio(cfg, self.device))
             self.probes_run += 1
@@ -140,19 +171,16 @@ def _on_ratio_kind(cfg: RunConfig) -> RunConfig:
 
 
 def plan_rates(configs: Sequence[RunConfig], results_dir: str | os.PathLike | None = None, device: str = "auto",
-               probe: bool = True, dry_run_csv: str | os.PathLike | None = None, progress: bool = True,
-               probe_ratios: bool = True) -> Rates:
-    """Rates for every kind of ``configs``: measured ones (their stored runs, then the dry run's
-    CSV), the rest from probes (cached; those the unstored runs still lack are run now when
-    ``probe``). Without ``probe_ratios`` a method whose ratio to FedAvg no probe has measured yet
-    counts as costly as FedAvg (a notebook's own plan: one probe per (dataset, model), seconds)."""
+               probe: bool = True, progress: bool = True, probe_ratios: bool = True) -> Rates:
+    """Rates for every kind of ``configs``: measured ones (their stored runs), the rest from
+    steady-state probes (cached or committed; those the unstored runs still lack are run now
+    when ``probe``). Without ``probe_ratios`` a method whose ratio to FedAvg no probe has
+    measured yet counts as costly as FedAvg (a notebook's own plan: two probes per (dataset,
+    model), seconds)."""
     from fedlib.core.engine import resolve_device
 
     rates = Rates(device=device, cache=ProbeCache.for_device(device), ratios_assumed=not probe_ratios)
     device_type = resolve_device(device).type
-    kinds = {cost_key(c) for c in configs}
-    if dry_run_csv is not None and device_type == "cpu":
-        rates.measured.update({k: (r, "dry run") for k, r in dry_run_rates(dry_run_csv).items() if k in kinds})
     rates.measured.update({k: (r, "stored runs") for k, r in stored_rates(configs, results_dir, device_type).items()})
     if probe:
         to_run = [c for c in configs if not store.is_stored(c, results_dir)]
@@ -189,19 +217,13 @@ def _trained_on(record: store.RunRecord, device_type: str) -> bool:
     return not device or device.split(":")[0] == device_type
 
 
-def dry_run_rates(csv_path: str | os.PathLike) -> dict[tuple, float]:
-    """The median seconds per image of the dry run's ok rows, by kind."""
-    from fedlib.orchestration.dry_run import read_rows
+def evaluated_images(cfg: RunConfig) -> float:
+    """Test images a whole run evaluates: its test set (or subset) once every ``eval_every`` rounds."""
+    from fedlib.datasets import data
 
-    samples: dict[tuple, list[float]] = {}
-    for row in read_rows(csv_path).values():
-        try:
-            rate = float(row["seconds_per_image"])
-        except (TypeError, ValueError):
-            continue
-        if row["status"] == "ok" and rate > 0:
-            samples.setdefault((row["dataset"], row["model"], row["method"]), []).append(rate)
-    return {key: statistics.median(values) for key, values in samples.items()}
+    shape = data.dataset_shape(cfg.dataset, **data.split_option(cfg.dataset_options)[1])
+    test = min(cfg.max_test_samples or shape.test_size, shape.test_size)
+    return test * -(-cfg.rounds // max(1, cfg.eval_every))
 
 
 def images_per_round(cfg: RunConfig) -> float:
@@ -227,20 +249,66 @@ def train_images(cfg: RunConfig) -> int:
 
 # ---------------------------------------------------------------------- probes
 def probe_seconds_per_image(cfg: RunConfig, device: str = "auto", clients: int = PROBE_CLIENTS) -> float | None:
-    """Seconds per training image of ``cfg``'s kind from a probe: one round (two for methods
-    whose first round differs, ``Algorithm.short_run``) of one local epoch of
-    one batch on each of ``clients`` clients (IID), on a stand-in of the data's shape, on the
-    sequential path; the fastest client's rate (the least disturbed by a busy machine, and not
-    the first, whose step warms the kernels up). None if the probe fails."""
+    """Seconds per training image of ``cfg``'s kind at steady state, on a stand-in of the data's
+    shape, on the sequential path: one round (two for methods whose first round differs,
+    ``Algorithm.short_run``) of one local epoch on each of ``clients`` clients (IID); the fastest
+    client's rate (the least disturbed by a busy machine, and not the first, whose steps warm the
+    kernels up). Each client trains one batch; where a step takes less than
+    :data:`LONG_STEP_SECONDS`, the probe trains again with :data:`STEADY_STEPS` batches a client,
+    so that a client's fixed costs (its copy of the model, its optimiser) weigh a few per cent as
+    in a full-scale round. None if the probe fails."""
+    rate = _client_rate(cfg, device, clients, batches=1)
+    if rate is not None and rate * cfg.batch_size < LONG_STEP_SECONDS:
+        rate = _client_rate(cfg, device, clients, batches=STEADY_STEPS)
+    return rate
+
+
+def _client_rate(cfg: RunConfig, device: str, clients: int, batches: int) -> float | None:
+    """The fastest client's seconds per image in a probe round of ``batches`` batches a client."""
     from fedlib.orchestration import dry_run
 
     probe = _probe_config(cfg, device, clients)
     if probe is None:
         return None
-    row = dry_run.run_one(probe, stand_in=True, images_per_client=cfg.batch_size, device=device,
+    row = dry_run.run_one(probe, stand_in=True, images_per_client=batches * cfg.batch_size, device=device,
                           test_images=PROBE_TEST_IMAGES, tidy=False)
     rates = [s / n for s, n in zip(row.get("client_seconds", []), row.get("client_images", [])) if n]
     return min(rates) if row["status"] == "ok" and rates else None
+
+
+def probe_eval_seconds_per_image(cfg: RunConfig, device: str = "auto", images: int = EVAL_PROBE_IMAGES,
+                                 repeats: int = 2) -> float | None:
+    """Seconds per test image of one evaluation of ``cfg``'s (dataset, model): the model in eval
+    mode over ``images`` stand-in images of the data's shape in the engine's test batches
+    (:meth:`fedlib.core.state.FederatedData.test_batches`), the fastest of ``repeats``. None if
+    the model cannot be built."""
+    import time
+
+    import torch
+
+    from fedlib.core.engine import resolve_device
+    from fedlib.core.models import build_model
+    from fedlib.core.state import eval_batch_size
+    from fedlib.datasets import data
+    from fedlib.errors import FedlibError
+
+    shape = data.dataset_shape(cfg.dataset, **data.split_option(cfg.dataset_options)[1])
+    target = resolve_device(device)
+    try:
+        model = build_model(cfg.model, shape.num_classes, shape.channels, shape.image_size).to(target).eval()
+    except (FedlibError, RuntimeError, ValueError):
+        return None
+    batch = torch.randn(min(images, eval_batch_size(target)), shape.channels, shape.image_size, shape.image_size, device=target)
+    best = float("inf")
+    with torch.no_grad():
+        for _ in range(repeats):
+            started = time.perf_counter()
+            for _ in range(max(1, images // len(batch))):
+                model(batch).argmax(1)
+            if target.type == "cuda":
+                torch.cuda.synchronize(target)
+            best = min(best, (time.perf_counter() - started) / (max(1, images // len(batch)) * len(batch)))
+    return best
 
 
 def probe_method_ratio(cfg: RunConfig, device: str = "auto", repeats: int = RATIO_REPEATS) -> float | None:
@@ -271,30 +339,35 @@ def _probe_config(cfg: RunConfig, device: str, clients: int) -> RunConfig | None
 @dataclass
 class ProbeCache:
     """Probe results of one device, kept in ``<cache>/plan_rates.json`` between plans: FedAvg's
-    seconds per image by (dataset, model) and each method's ratio to FedAvg."""
+    seconds per training image by (dataset, model, "fedavg"), each method's ratio to FedAvg, and
+    seconds per test image by (dataset, model). Entries the cache lacks are read from
+    :data:`COMMITTED_RATES` when it holds the same device."""
 
     path: Path
     device: str
     rates: dict[tuple, float]
     ratios: dict[str, float]
+    evals: dict[tuple, float] = field(default_factory=dict)
 
     @classmethod
     def for_device(cls, device: str = "auto") -> "ProbeCache":
         path = _cache_root() / "plan_rates.json"
         label = device_label(device)
-        entry = _read_json(path).get(label, {})
-        rates = {tuple(k.split("|")): v for k, v in entry.get("rates", {}).items()}
-        return cls(path, label, rates, dict(entry.get("ratios", {})))
+        committed = _read_json(COMMITTED_RATES).get("devices", {}).get(label, {})
+        mine = _read_json(path).get(label, {})
+        entry = {table: {**committed.get(table, {}), **mine.get(table, {})} for table in ("rates", "ratios", "evals")}
+        return cls(path, label, {tuple(k.split("|")): v for k, v in entry["rates"].items()}, entry["ratios"],
+                   {tuple(k.split("|")): v for k, v in entry["evals"].items()})
 
     def store(self, table: str, key: str, value: float | None) -> None:
-        """Record ``value`` under ``table`` ("rates" or "ratios"); None (a failed probe) is not
-        cached, so the next plan tries again."""
+        """Record ``value`` under ``table`` ("rates", "evals" or "ratios"); None (a failed probe) is
+        not cached, so the next plan tries again."""
         if value is None:
             return
-        if table == "rates":
-            self.rates[tuple(key.split("|"))] = value
-        else:
+        if table == "ratios":
             self.ratios[key] = value
+        else:
+            getattr(self, table)[tuple(key.split("|"))] = value
         everything = _read_json(self.path)
         everything.setdefault(self.device, {}).setdefault(table, {})[key] = value
         self.path.parent.mkdir(parents=True, exist_ok=True)

@@ -77,7 +77,7 @@ def notebook_parameters(notebook: Path, parameters: dict) -> dict:
 
 # ---------------------------------------------------------------------- the plan table
 def plan_frame(grids: dict[str, list[RunConfig] | None], results_dir: str | os.PathLike | None,
-               probe: bool = True, device: str = "auto", dry_run_csv: str | os.PathLike | None = None,
+               probe: bool = True, device: str = "auto",
                progress: bool = True) -> pd.DataFrame:
     """One row per notebook (runs, stored, to run, runs whose data are missing here, estimated
     hours) and a total row over the union of their runs (a run shared by notebooks counts once).
@@ -86,12 +86,13 @@ def plan_frame(grids: dict[str, list[RunConfig] | None], results_dir: str | os.P
     least any row, at most their sum. ``frame.attrs`` holds the unit, the device, the reasons
     runs cannot run here and where the rates came from.
     """
-    from fedlib.orchestration import timing
+    from fedlib.orchestration import resources, timing
 
+    resources.cap_threads()  # probed and labelled at the threads the runs will train with ($FEDLIB_THREADS)
     union = {c.hash(): c for configs in grids.values() for c in configs or []}
     to_run = [c for c in union.values() if not store.is_stored(c, results_dir)]
     probe = probe and not render_only()
-    rates = timing.plan_rates(list(union.values()), results_dir, device, probe, dry_run_csv, progress)
+    rates = timing.plan_rates(list(union.values()), results_dir, device, probe, progress)
     rows = [_row(name, configs, results_dir, rates, device) for name, configs in grids.items() if configs is not None]
     total = _row(TOTAL_ROW, list(union.values()), results_dir, rates, device)
     frame = pd.DataFrame(rows + [total])

@@ -42,13 +42,13 @@ def _plan_caveats(plan: dict) -> str:
 
 
 def estimate_plan(configs: Sequence[RunConfig], results_dir: str | os.PathLike | None = None,
-                  probe: bool = True, *, rates=None, device: str | None = None,
-                  dry_run_csv: str | os.PathLike | None = None) -> dict:
+                  probe: bool = True, *, rates=None, device: str | None = None) -> dict:
     """The plan: runs, how many are stored, and the hours still to compute on ``device``.
 
-    A run's hours are its rounds x the images one round trains x the seconds per image of its
-    (dataset, model, method) on this device (:mod:`fedlib.orchestration.timing`: stored runs, the dry run's
-    CSV, else cached probes on a stand-in of the data's shape; here a method whose cost relative
+    A run's hours are its rounds x (the images one round trains x the seconds per training image
+    of its (dataset, model, method) + its test images x the seconds per test image of one
+    evaluation) on this device (:mod:`fedlib.orchestration.timing`: stored runs, else steady-state
+    probes on a stand-in of the data's shape, cached or committed; here a method whose cost relative
     to FedAvg no probe has measured yet counts as FedAvg, which keeps a notebook's plan to one
     probe per (dataset, model); ``reproduce.sh --plan`` measures them). Pass one ``rates`` to
     several plans and every run counts the same hours in each, so a plan of a union adds up its parts.
@@ -63,7 +63,7 @@ def estimate_plan(configs: Sequence[RunConfig], results_dir: str | os.PathLike |
     missing = [c for c in unique if not store.is_stored(c, results_dir)]
     if rates is None:
         probe = probe and not render_only()  # rendering only: nothing trains, not even a probe round
-        rates = timing.plan_rates(unique, results_dir, device, probe, dry_run_csv, probe_ratios=False)
+        rates = timing.plan_rates(unique, results_dir, device, probe, probe_ratios=False)
     hours = [run_hours(c, rates) for c in missing]
     known = [h for h in hours if h is not None]
     return {"runs": len(unique), "stored": len(unique) - len(missing), "to_run": len(missing),
@@ -73,11 +73,10 @@ def estimate_plan(configs: Sequence[RunConfig], results_dir: str | os.PathLike |
 
 
 def run_hours(cfg: RunConfig, rates) -> float | None:
-    """Hours ``cfg`` will train: rounds x images per round x seconds per image (None: no rate)."""
-    from fedlib.orchestration import timing
-
-    rate = rates.rate(cfg)
-    return None if rate is None else cfg.rounds * timing.images_per_round(cfg) * rate / 3600
+    """Hours ``cfg`` will train and evaluate (:meth:`fedlib.orchestration.timing.Rates.run_seconds`;
+    None: no rate)."""
+    seconds = rates.run_seconds(cfg)
+    return None if seconds is None else seconds / 3600
 
 
 def _common_device(configs: Sequence[RunConfig]) -> str:

@@ -98,6 +98,17 @@ def resume_entry(rounds_done: int, backend: str, device: str) -> dict:
             "date": datetime.datetime.now().astimezone().isoformat(timespec="seconds")}
 
 
+def cpu_model() -> str:
+    """The CPU's model name as the kernel reports it ('AMD EPYC'), else the platform's processor."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return " ".join(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return platform.processor() or "unknown CPU"
+
+
 def environment() -> dict:
     """The software and hardware a run used."""
     import numpy
@@ -108,6 +119,7 @@ def environment() -> dict:
         "torch": torch.__version__,
         "numpy": numpy.__version__,
         "cpu_threads": torch.get_num_threads(),
+        "cpu": cpu_model(),
         "cuda": torch.version.cuda,
     }
     try:

@@ -33,7 +33,7 @@ from __future__ import annotations
 from fedlib.paper.reproduce.command_line import build_parser, main
 from fedlib.paper.reproduce.declared import (declared_grids, declared_profile_runs, declared_runs,
                                              default_dry_run_csv, dry_run_notebooks, execute_declared_runs,
-                                             notebook_runs, plan_dry_run_csv, plan_notebooks)
+                                             notebook_runs, plan_notebooks)
 from fedlib.paper.reproduce.kernel import QUIET_KERNEL, default_kernel
 from fedlib.paper.reproduce.notebook_listing import PER_DATASET_GRIDS, format_listing
 from fedlib.paper.reproduce.output_index import index_outputs, publish_note, render_index

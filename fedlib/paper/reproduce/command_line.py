@@ -57,8 +57,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="run one round of every distinct config the notebooks declare, on a small slice "
                              "of its data (a stand-in where the data are missing), on the CPU; store nothing; rows "
                              "go to --dry-run-csv as they finish, and configs already there are skipped")
-    parser.add_argument("--dry-run-csv", help="the dry run's CSV; default output/dry_run/<profile>.csv (the plan "
-                                              "reads its seconds per image)")
+    parser.add_argument("--dry-run-csv", help="the dry run's CSV; default output/dry_run/<profile>.csv")
     parser.add_argument("--jobs", type=int, default=1, help="dry run: worker processes; default 1")
     parser.add_argument("--limit", type=int, help="dry run: at most this many configs not yet in the CSV, "
                                                   "spread over (dataset, model, method)")
@@ -170,7 +169,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.plan:
             frame = plan_notebooks(args.profile, args.only, notebooks_dir=notebooks_dir, profiles_dir=profiles_dir,
                                    device=args.device, data_dir=args.data, results_dir=args.results,
-                                   dry_run_csv=args.dry_run_csv, parameters=_parameters(args))
+                                   parameters=_parameters(args))
             from fedlib.paper.plan import format_plan
 
             print(format_plan(frame, args.profile, args.device or "auto"))

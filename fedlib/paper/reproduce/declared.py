@@ -62,29 +62,26 @@ def notebook_runs(profile: str = "smoke", only: str | None = None, *, notebooks_
 def plan_notebooks(profile: str = "paper", only: str | None = None, *, probe: bool = True,
                    notebooks_dir: str | os.PathLike | None = None, profiles_dir: str | os.PathLike | None = None,
                    device: str = "auto", data_dir: str | os.PathLike | None = None,
-                   results_dir: str | os.PathLike | None = None,
-                   dry_run_csv: str | os.PathLike | None = None, parameters: dict | None = None) -> "pd.DataFrame":
+                   results_dir: str | os.PathLike | None = None, parameters: dict | None = None) -> "pd.DataFrame":
     """The plan of the selected notebooks in ``profile`` (with ``parameters``, the ``-p`` values,
     over it), running nothing but probe rounds.
 
-    Seconds per image come from stored runs, then the dry run's CSV (default: :func:`plan_dry_run_csv`,
-    this machine's dry run or the committed one), then cached probes."""
+    Rates come from stored runs, then steady-state probes of this machine (cached, or committed
+    for the machine they were measured on: :mod:`fedlib.orchestration.timing`)."""
     notebooks, profiles, overrides, root = select_notebooks(profile, only, notebooks_dir, profiles_dir, device,
                                                             data_dir, results_dir, None, None, parameters=parameters)
-    if dry_run_csv is None:
-        dry_run_csv = plan_dry_run_csv(root, profile)
-    return declared_plan(notebooks, profiles, overrides, probe, dry_run_csv, root=root)
+    return declared_plan(notebooks, profiles, overrides, probe, root=root)
 
 
 def declared_plan(notebooks: list[Path], profiles: dict, overrides: dict, probe: bool = True,
-                  dry_run_csv: str | os.PathLike | None = None, root: Path = REPO_ROOT) -> "pd.DataFrame":
+                  root: Path = REPO_ROOT) -> "pd.DataFrame":
     """The plan of ``notebooks`` (:func:`fedlib.paper.plan.plan_frame`) from the runs they declare
     under ``overrides``, in the results store they would read."""
     from fedlib.paper.plan import plan_frame  # torch: only when a plan is asked for
 
     grids = declared_grids(notebooks, profiles, overrides)
     results_dir = overrides.get("results_dir") or str(root / "results")  # the notebooks' default
-    return plan_frame(grids, results_dir, probe, overrides.get("device", "auto"), dry_run_csv)
+    return plan_frame(grids, results_dir, probe, overrides.get("device", "auto"))
 
 
 def declared_grids(notebooks: list[Path], profiles: dict, overrides: dict,
@@ -114,16 +111,6 @@ def declared_runs(grids: dict[str, list | None]) -> dict[str, tuple]:
 def default_dry_run_csv(root: Path, profile: str) -> Path:
     """Where a profile's dry run keeps its rows: ``output/dry_run/<profile>.csv``."""
     return Path(root) / "output" / "dry_run" / f"{profile}.csv"
-
-
-def plan_dry_run_csv(root: Path, profile: str) -> Path | None:
-    """The dry run whose seconds per image a plan reads: this machine's
-    (``output/dry_run/<profile>.csv``) when there is one, else the snapshot committed in
-    ``benchmarks/dry_run/<profile>.csv`` (so a fresh clone's plan probes only what it lacks), else None."""
-    for path in (default_dry_run_csv(root, profile), Path(root) / "benchmarks" / "dry_run" / f"{profile}.csv"):
-        if path.exists():
-            return path
-    return None
 
 
 def dry_run_notebooks(profile: str = "paper", only: str | None = None, *,

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from fedlib.errors import FedlibError
-from fedlib.paper.reproduce.declared import declared_plan, plan_dry_run_csv
+from fedlib.paper.reproduce.declared import declared_plan
 from fedlib.paper.reproduce.kernel import QUIET_KERNEL, check_kernel, default_kernel, fedlib_importable, publishing_env
 from fedlib.paper.reproduce.output_index import index_outputs
 from fedlib.paper.reproduce.selection import (STANDARD_PROFILES, declared_parameters, find_notebooks, select_notebooks,
@@ -79,7 +79,7 @@ def run_notebooks(
     if show_plan:
         from fedlib.paper.plan import format_plan
 
-        frame = declared_plan(notebooks, profiles, overrides, dry_run_csv=plan_dry_run_csv(root, profile), root=root)
+        frame = declared_plan(notebooks, profiles, overrides, root=root)
         print(format_plan(frame, profile, device or "auto"), flush=True)
     all_stems = [nb.stem for nb in find_notebooks(notebooks[0].parent)] if notebooks else []
     runs = []

@@ -157,3 +157,18 @@ def test_evaluate_reports_each_domain_when_the_data_have_few():
     expected = [float(hits[domains == d].mean()) for d in range(3)]
     assert metrics["group_accuracy"] == pytest.approx(expected)
     assert len(set(round(v, 6) for v in expected)) > 1 or expected[0] not in (0.0, 1.0), "a test that can tell groups apart"
+
+
+def test_the_cpus_small_evaluation_batches_predict_as_the_batches_of_1000_do(monkeypatch):
+    """On a CPU the test set goes through the model 100 images at a time (faster: the activations
+    stay in cache); the predictions are those of batches of 1,000 and the loss equal to rounding."""
+    from fedlib.core.state import EVAL_BATCH, FederatedData
+
+    server, _ = engine.prepare(tiny_config(model="lenet5"))
+    assert EVAL_BATCH["cpu"] < len(server.data.test_y) <= 1000, "several small batches against one large"
+    small = engine.evaluate(server.model, server.data)
+    original = FederatedData.test_batches
+    monkeypatch.setattr(FederatedData, "test_batches", lambda self, batch_size=None: original(self, 1000))
+    large = engine.evaluate(server.model, server.data)
+    assert small["class_accuracy"] == large["class_accuracy"] and small["accuracy"] == large["accuracy"]
+    assert small["loss"] == pytest.approx(large["loss"], rel=1e-6)

@@ -1,5 +1,6 @@
 """fedlib.plan: the runs table notebooks declare, read without training, and the combined plan."""
 
+import json
 import os
 from pathlib import Path
 
@@ -34,6 +35,7 @@ def fake_probes(monkeypatch):
         return FAKE_RATES[cfg.method] * (2 if cfg.model == "lenet5" else 1)
 
     monkeypatch.setattr(timing, "probe_seconds_per_image", probe)
+    monkeypatch.setattr(timing, "probe_eval_seconds_per_image", lambda cfg, device="auto": 0.0)  # evaluation free
     return probed
 
 PARAMETERS = """\
@@ -179,60 +181,35 @@ def test_probes_are_few_and_cached_between_plans(tmp_path, fake_probes, probe_ca
     ratio_kind = [(*timing.RATIO_KIND, m) for m in ("fedavg", "fedntd", "fedavg", "fedntd",
                                                      "fedavg", "fedsam", "fedavg", "fedsam")]
     assert fake_probes == [("digits", "mlp", "fedavg"), ("digits", "lenet5", "fedavg")] + ratio_kind
-    assert first.attrs["probes"] == 4 and probe_cache.exists()
+    assert first.attrs["probes"] == 6 and probe_cache.exists(), "2 FedAvg rates, 2 evaluations, 2 ratios"
     fake_probes.clear()
     again = plan.plan_frame(grids, tmp_path / "results", device="cpu", progress=False)
     assert fake_probes == [] and again.attrs["probes"] == 0, "the second plan probes nothing"
     assert again["hours"].tolist() == pytest.approx(first["hours"].tolist())
 
 
-def test_the_dry_runs_rates_are_used_where_it_measured(tmp_path, fake_probes):
-    from fedlib import dry_run
-
-    cfg = RunConfig(dataset="digits", model="mlp", clients=2, rounds=10, device="cpu")
-    csv_path = tmp_path / "dry_run.csv"
-    dry_run.append_row(csv_path, {**dry_run._identity(cfg, ["a"]), "status": "ok", "seconds_per_image": 0.5})
-    frame = plan.plan_frame({"a": [cfg]}, tmp_path / "results", device="cpu", dry_run_csv=csv_path, progress=False)
-    assert fake_probes == []
-    assert frame["hours"].iloc[-1] == pytest.approx(10 * timing.images_per_round(cfg) * 0.5 / 3600)
-    assert frame.attrs["sources"] == {"dry run": 1}
+def test_the_plan_adds_each_evaluation_at_the_probed_seconds_per_test_image(tmp_path, fake_probes, monkeypatch):
+    monkeypatch.setattr(timing, "probe_eval_seconds_per_image", lambda cfg, device="auto": 0.25)
+    cfg = RunConfig(dataset="digits", model="mlp", clients=2, rounds=10, eval_every=5, max_test_samples=40, device="cpu")
+    frame = plan.plan_frame({"a": [cfg]}, tmp_path / "results", device="cpu", progress=False)
+    train = 10 * timing.images_per_round(cfg) * FAKE_RATES["fedavg"]
+    assert frame["hours"].iloc[-1] == pytest.approx((train + 2 * 40 * 0.25) / 3600), "2 evaluations of 40 images"
 
 
-def missing_data_grid(params: dict) -> list[RunConfig]:
-    """A grid that skips its runs when CIFAR-100 is missing and gives FEMNIST a client per writer."""
-    data_dir = params["data_dir"]
-    if data.missing_dataset_message("cifar100", data_dir):
-        return []
-    writers = len(np.unique(data.load_dataset("femnist", data_dir=data_dir, digits_only=True).train_groups))
-    configs = [RunConfig(dataset="cifar100", model="cnn2", clients=10, rounds=2, seed=s, data_dir=data_dir)
-               for s in params["seeds"]]
-    return configs + [RunConfig(dataset="femnist", model="lenet5", partition="natural", clients=writers, rounds=2,
-                                dataset_options={"digits_only": True}, data_dir=data_dir)]
-
-
-def test_runs_on_missing_data_are_declared_and_reported_with_the_reason(tmp_path, fake_probes, capsys, registered):
-    empty = tmp_path / "no_data"
-    empty.mkdir()
-    registered("table8", missing_data_grid)
-    path = notebook(tmp_path / "notebooks", "table8", "if configs:\n    " + PLAN_CELL)
-    configs = plan.declared_configs(path, {"data_dir": str(empty), "seeds": [0, 1]})
-    assert [c.dataset for c in configs] == ["cifar100", "cifar100", "femnist"], "declared without the data"
-    assert configs[-1].clients == 3383, "every writer of FEMNIST's published digit split"
-    frame = plan.plan_frame({"table8": configs}, tmp_path / "results", device="cpu", progress=False)
-    row = frame.set_index("notebook").loc["table8"]
-    assert (row["runs"], row["no data here"]) == (3, 3) and row["hours"] > 0
-    assert frame.attrs["no_data"]["cifar100"] == f"2 run(s): cifar100 missing in {empty}"
-    text = plan.format_plan(frame, "paper", "cpu")
-    assert "cannot run here: 2 run(s): cifar100 missing in" in text
-    assert "CPU-hours" in text and "estimated for cpu (" in text
-
-
-def test_a_notebooks_own_plan_probes_only_fedavg_per_dataset_and_model(tmp_path, fake_probes, capsys):
-    base = RunConfig(dataset="digits", model="mlp", clients=2, rounds=10, device="cpu")
-    described = report.describe_plan([base.replace(method=m) for m in FAKE_RATES], tmp_path / "results")
-    assert fake_probes == [("digits", "mlp", "fedavg")], "seconds, not a probe per method, in a smoke notebook"
-    assert described["hours"] == pytest.approx(3 * 10 * timing.images_per_round(base) * FAKE_RATES["fedavg"] / 3600)
-    assert "CPU-hours on cpu (" in capsys.readouterr().out
+def test_committed_rates_serve_the_device_they_were_measured_on(tmp_path, fake_probes, monkeypatch):
+    committed = tmp_path / "measured_rates.json"
+    label = timing.device_label("cpu")
+    committed.write_text(json.dumps({"devices": {label: {"rates": {"digits|mlp|fedavg": 0.5},
+                                                         "evals": {"digits|mlp": 0.1}},
+                                                 "cpu (9 threads, another CPU, x86_64)": {"rates": {"digits|lenet5|fedavg": 9.0}}}}))
+    monkeypatch.setattr(timing, "COMMITTED_RATES", committed)
+    cfg = RunConfig(dataset="digits", model="mlp", clients=2, rounds=10, max_test_samples=30, device="cpu")
+    frame = plan.plan_frame({"a": [cfg]}, tmp_path / "results", device="cpu", progress=False)
+    assert fake_probes == [], "the committed rates of this device are used, nothing probed"
+    assert frame["hours"].iloc[-1] == pytest.approx((10 * timing.images_per_round(cfg) * 0.5 + 10 * 30 * 0.1) / 3600)
+    lenet = cfg.replace(model="lenet5")
+    plan.plan_frame({"a": [lenet]}, tmp_path / "results", device="cpu", progress=False)
+    assert fake_probes == [("digits", "lenet5", "fedavg")], "another device's rates are not this one's"
 
 
 def test_real_probes_measure_bundled_data_and_stand_ins_for_missing_data(tmp_path):
@@ -240,33 +217,6 @@ def test_real_probes_measure_bundled_data_and_stand_ins_for_missing_data(tmp_pat
     missing = RunConfig(dataset="cifar100", model="cnn2", clients=50, partition="shards", data_dir=str(tmp_path))
     assert timing.probe_seconds_per_image(bundled, "cpu") > 0
     assert timing.probe_seconds_per_image(missing, "cpu") > 0, "no data here: timed on a stand-in of its shape"
-
-
-def test_a_fresh_clones_plan_reads_the_committed_dry_run_and_probes_nothing(tmp_path, fake_probes, capsys,
-                                                                           registered):
-    """No output/dry_run/ here (a fresh clone): the snapshot in benchmarks/dry_run/ gives the rates."""
-    from fedlib import dry_run
-
-    registered("table1", seed_grid)
-    notebook(tmp_path / "notebooks", "table1", PLAN_CELL)
-    (tmp_path / "profiles").mkdir(exist_ok=True)  # notebook() wrote its smoke profile there
-    (tmp_path / "profiles" / "table1.yaml").write_text("smoke: {}\nquick: {}\npaper: {seeds: [0, 1]}\n")
-    cfg = seed_grid({"device": "cpu", "seeds": [0]})[0]
-    committed = tmp_path / "benchmarks" / "dry_run" / "paper.csv"
-    committed.parent.mkdir(parents=True)
-    dry_run.append_row(committed, {**dry_run._identity(cfg, ["table1"]), "status": "ok", "seconds_per_image": 0.5})
-    status = main(["--notebooks-dir", str(tmp_path / "notebooks"), "--profile", "paper", "--plan", "--device", "cpu",
-                   "--results", str(tmp_path / "results")])
-    out = capsys.readouterr().out
-    assert status == 0 and fake_probes == []
-    assert "kinds: 1 from dry run; 0 probe(s) run now" in out
-    from fedlib.reproduce import plan_dry_run_csv
-
-    assert plan_dry_run_csv(tmp_path, "paper") == committed and plan_dry_run_csv(tmp_path, "quick") is None
-    mine = tmp_path / "output" / "dry_run" / "paper.csv"  # a dry run of this machine comes first
-    mine.parent.mkdir(parents=True)
-    mine.write_text(committed.read_text())
-    assert plan_dry_run_csv(tmp_path, "paper") == mine
 
 
 def mnist_grid(params: dict) -> list[RunConfig]:

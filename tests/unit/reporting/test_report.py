@@ -30,6 +30,7 @@ def fake_probes(tmp_path, monkeypatch):
 
     monkeypatch.setenv("FEDLIB_CACHE", str(tmp_path / "cache"))
     monkeypatch.setattr(timing, "probe_seconds_per_image", probe)
+    monkeypatch.setattr(timing, "probe_eval_seconds_per_image", lambda cfg, device="auto": 0.0)  # evaluation free
     return probed
 
 
@@ -54,7 +55,7 @@ def test_the_plan_is_labelled_with_the_threads_the_runs_will_use(tmp_path, monke
         plan = report.estimate_plan([BASE], tmp_path, probe=False)
     finally:
         torch.set_num_threads(before)
-    assert plan["device"].startswith("cpu (1 threads")
+    assert plan["device"].startswith("cpu (1 thread, ")
 
 
 def test_plan_counts_a_run_declared_twice_once(tmp_path, fake_probes):

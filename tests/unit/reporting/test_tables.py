@@ -262,23 +262,30 @@ def test_group_accuracy_frame_at_best_reads_every_domain_in_the_round_of_the_bes
         tables.group_accuracy_frame([result], at="last")
 
 
-def test_a_probe_takes_the_fastest_of_its_one_batch_clients_on_a_stand_in(monkeypatch):
+def test_a_probe_takes_the_fastest_of_its_clients_at_steady_state_on_a_stand_in(monkeypatch):
     from fedlib import dry_run
 
     calls = []
 
     def fake_run_one(cfg, **options):
         calls.append((cfg, options))
-        return {"status": "ok", "client_seconds": [9.0, 2.0], "client_images": [50, 50]}  # client 0 warms up
+        images = options["images_per_client"]  # 0.2 s a step, then 0.08 s at steady state; client 0 warms up
+        return {"status": "ok", "client_seconds": [9.0, 0.2 if images == 50 else 1.92], "client_images": [images] * 2}
 
     monkeypatch.setattr(dry_run, "run_one", fake_run_one)
     big = RunConfig(dataset="cifar10", model="cnn2", clients=100, participation=0.1, rounds=100, local_epochs=10,
                     partition="shards", device="cpu")
     rate = timing.probe_seconds_per_image(big, "cpu")
-    [(probe, options)] = calls
+    [(probe, first), (_, steady)] = calls
     assert (probe.clients, probe.participation, probe.partition) == (timing.PROBE_CLIENTS, 1.0, "iid")
-    assert options["stand_in"] and options["images_per_client"] == big.batch_size
-    assert rate == pytest.approx(2.0 / 50)
+    assert first["stand_in"] and first["images_per_client"] == big.batch_size, "one batch first"
+    assert steady["images_per_client"] == timing.STEADY_STEPS * big.batch_size, "a short step: again at steady state"
+    assert rate == pytest.approx(1.92 / 1200)
+    calls.clear()
+    monkeypatch.setattr(dry_run, "run_one", lambda cfg, **o: calls.append(o) or
+                        {"status": "ok", "client_seconds": [9.0, 3.0], "client_images": [50, 50]})
+    assert timing.probe_seconds_per_image(big, "cpu") == pytest.approx(3.0 / 50) and len(calls) == 1, \
+        "a step of 3 s is steady already: one probe round"
     assert timing.images_per_round(big) == 0.1 * 10 * 50000
 
 
