@@ -87,7 +87,8 @@ def measure(steps: int) -> list[dict]:
             model = build_model(name, classes, channels, size)
             inputs = x
             if layout == "channels_last" and name != "mlp":
-                model, inputs = model.to(memory_format=torch.channels_last), x.contiguous(memory_format=torch.channels_last)
+                model = model.to(memory_format=torch.channels_last)
+                inputs = x.contiguous(memory_format=torch.channels_last)
             elif layout == "channels_last":
                 continue
             seconds = step_seconds(model, inputs, y, steps)
@@ -99,8 +100,8 @@ def measure(steps: int) -> list[dict]:
 def markdown(rows: list[dict], peak: float, threads: int) -> str:
     lines = [f"CPU: {cpu_model()} ({platform.machine()}), {threads} torch thread(s), torch {torch.__version__}; "
              f"measured fp32 peak {peak:.1f} GFLOP/s (best 2048x2048 matrix product)", "",
-             "| model, data | batch | GFLOP / image (fwd+bwd) | images/s | GFLOP/s | % of peak | images/s channels-last "
-             "| % of peak |", "|---|---:|---:|---:|---:|---:|---:|---:|"]
+             "| model, data | batch | GFLOP / image (fwd+bwd) | images/s | GFLOP/s | % of peak "
+             "| images/s channels-last | % of peak |", "|---|---:|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
         default = r["default"]
         achieved = default * r["gflop_per_image"]

@@ -12,9 +12,9 @@ its (dataset, model), once per ``eval_every`` rounds) (:meth:`Rates.run_seconds`
    teachers, a second forward pass or a Fisher pass whatever the network;
    :func:`probe_method_ratio`), plus the evaluation's rate (:func:`probe_eval_seconds_per_image`).
    A probe trains :data:`STEADY_STEPS` batches on each of two clients (one, where a step
-   takes half a second or more: :func:`probe_seconds_per_image`), enough that a client's fixed costs weigh a few per cent as
-   in a full-scale round, on a stand-in of the data's shape: speed depends on the shape, not
-   on the pixels, so data missing here cost nothing.
+   takes half a second or more: :func:`probe_seconds_per_image`), enough that a client's fixed
+   costs weigh a few per cent as in a full-scale round, on a stand-in of the data's shape: speed
+   depends on the shape, not on the pixels, so data missing here cost nothing.
 
 Probes are kept per device (the CPU's model and the thread count are part of its name,
 :func:`device_label`) in ``<cache>/plan_rates.json`` (``$FEDLIB_CACHE``, else
@@ -51,7 +51,8 @@ RATIO_REPEATS = 2  # a method's ratio to FedAvg: this many probes of each, taken
 PROBE_TEST_IMAGES = 10  # a training probe evaluates once, on this many test images
 STEADY_STEPS = 24  # local steps a probe client trains: its fixed costs then weigh a few per cent
 LONG_STEP_SECONDS = 0.5  # a step at least this long dwarfs a client's fixed costs: one batch is a steady probe
-EVAL_PROBE_IMAGES = 2000  # an evaluation probe times the model over this many images
+EVAL_PROBE_IMAGES = 2000  # an evaluation probe times the model over at most this many images
+EVAL_PROBE_SECONDS = 3.0  # ... or for about this long
 COMMITTED_RATES = Path(__file__).with_name("measured_rates.json")
 
 
@@ -277,10 +278,11 @@ def _client_rate(cfg: RunConfig, device: str, clients: int, batches: int) -> flo
 
 
 def probe_eval_seconds_per_image(cfg: RunConfig, device: str = "auto", images: int = EVAL_PROBE_IMAGES,
-                                 repeats: int = 2) -> float | None:
+                                 seconds: float = EVAL_PROBE_SECONDS) -> float | None:
     """Seconds per test image of one evaluation of ``cfg``'s (dataset, model): the model in eval
-    mode over ``images`` stand-in images of the data's shape in the engine's test batches
-    (:meth:`fedlib.core.state.FederatedData.test_batches`), the fastest of ``repeats``. None if
+    mode over stand-in images of the data's shape in the engine's test batches
+    (:func:`fedlib.core.state.eval_batch_size`), one untimed batch first, then batches until
+    ``images`` images or ``seconds`` seconds (at least two batches); the median batch. None if
     the model cannot be built."""
     import time
 
@@ -298,17 +300,18 @@ def probe_eval_seconds_per_image(cfg: RunConfig, device: str = "auto", images: i
         model = build_model(cfg.model, shape.num_classes, shape.channels, shape.image_size).to(target).eval()
     except (FedlibError, RuntimeError, ValueError):
         return None
-    batch = torch.randn(min(images, eval_batch_size(target)), shape.channels, shape.image_size, shape.image_size, device=target)
-    best = float("inf")
+    size = (min(images, eval_batch_size(target)), shape.channels, shape.image_size, shape.image_size)
+    batch = torch.randn(*size, device=target)
+    times: list[float] = []
     with torch.no_grad():
-        for _ in range(repeats):
+        model(batch).argmax(1)  # warm-up
+        while len(times) < 2 or (len(times) * len(batch) < images and sum(times) < seconds):
             started = time.perf_counter()
-            for _ in range(max(1, images // len(batch))):
-                model(batch).argmax(1)
+            model(batch).argmax(1)
             if target.type == "cuda":
                 torch.cuda.synchronize(target)
-            best = min(best, (time.perf_counter() - started) / (max(1, images // len(batch)) * len(batch)))
-    return best
+            times.append(time.perf_counter() - started)
+    return statistics.median(times) / len(batch)
 
 
 def probe_method_ratio(cfg: RunConfig, device: str = "auto", repeats: int = RATIO_REPEATS) -> float | None:

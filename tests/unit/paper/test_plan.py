@@ -217,6 +217,7 @@ def test_real_probes_measure_bundled_data_and_stand_ins_for_missing_data(tmp_pat
     missing = RunConfig(dataset="cifar100", model="cnn2", clients=50, partition="shards", data_dir=str(tmp_path))
     assert timing.probe_seconds_per_image(bundled, "cpu") > 0
     assert timing.probe_seconds_per_image(missing, "cpu") > 0, "no data here: timed on a stand-in of its shape"
+    assert 0 < timing.probe_eval_seconds_per_image(missing, "cpu", images=300) < 1, "a forward pass: milliseconds"
 
 
 def mnist_grid(params: dict) -> list[RunConfig]:
