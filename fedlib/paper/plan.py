@@ -35,6 +35,7 @@ from fedlib.reporting.parameters import check_parameters
 
 PLAN_CALL = "describe_plan("  # how a notebook prints the plan of its grid
 TOTAL_ROW = "total (shared runs once)"
+DAY_COLUMN = "<= 1 day each"  # runs still to do that the plan estimates at a day or less each, on this device
 
 
 def declared_configs(notebook: Path, parameters: dict) -> list[RunConfig] | None:
@@ -105,7 +106,8 @@ def plan_frame(grids: dict[str, list[RunConfig] | None], results_dir: str | os.P
 def _row(name: str, configs: list[RunConfig], results_dir, rates, device: str) -> dict:
     plan = report.estimate_plan(configs, results_dir, rates=rates, device=device)
     return {"notebook": name, "runs": plan["runs"], "stored": plan["stored"], "to run": plan["to_run"],
-            "no data here": sum(plan["no_data"].values()), "hours": plan["hours"], "unknown": plan["unknown"]}
+            "no data here": sum(plan["no_data"].values()), DAY_COLUMN: plan["within_a_day"], "hours": plan["hours"],
+            "unknown": plan["unknown"]}
 
 
 def missing_reasons(configs: Sequence[RunConfig]) -> dict[str, str]:
@@ -135,6 +137,7 @@ def format_plan(frame: pd.DataFrame, profile: str, device: str) -> str:
     text = shown.to_string(index=False, formatters={unit: "{:,.2f}".format})
     lines = [f"plan for the {profile!r} profile: hours of training still to do, estimated for "
              f"{frame.attrs.get('device', device)} (--device {device}), in {unit}", text]
+    lines.append(f"'{DAY_COLUMN}': runs still to do estimated at 24 {unit} or less each on this device")
     for dataset, reason in frame.attrs.get("no_data", {}).items():
         lines.append(f"cannot run here: {reason}; estimated from a stand-in of its shape")
     if frame.attrs.get("unknown"):

@@ -67,9 +67,13 @@ def estimate_plan(configs: Sequence[RunConfig], results_dir: str | os.PathLike |
     hours = [run_hours(c, rates) for c in missing]
     known = [h for h in hours if h is not None]
     return {"runs": len(unique), "stored": len(unique) - len(missing), "to_run": len(missing),
-            "hours": float(sum(known)), "unknown": len(hours) - len(known), "unit": timing.hours_unit(device),
+            "hours": float(sum(known)), "unknown": len(hours) - len(known),
+            "within_a_day": sum(h <= DAY_HOURS for h in known), "unit": timing.hours_unit(device),
             "device": timing.device_label(device), "no_data": _no_data(missing), "rates": rates,
             "probes": rates.probes_run}
+
+
+DAY_HOURS = 24  # a run the plan estimates at no more than this many hours fits a day of this device
 
 
 def run_hours(cfg: RunConfig, rates) -> float | None:

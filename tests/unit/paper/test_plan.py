@@ -22,6 +22,7 @@ FAKE_RATES = {"fedavg": 0.001, "fedntd": 0.002, "fedsam": 0.004}
 def probe_cache(tmp_path, monkeypatch):
     """Probes write their cache under a temporary FEDLIB_CACHE, never the user's."""
     monkeypatch.setenv("FEDLIB_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(timing, "COMMITTED_RATES", tmp_path / "none.json")  # this machine's committed rates stay out
     return tmp_path / "cache" / "plan_rates.json"
 
 
@@ -150,7 +151,7 @@ def test_reproduce_plan_prints_and_runs_nothing(tmp_path, capsys, registered):
     header = next(row for row in out.splitlines() if row.strip().startswith("notebook"))
     assert header.split()[-1] in ("CPU-hours", "GPU-hours"), "the unit heads the hours column"
     line = next(row for row in out.splitlines() if row.strip().startswith("total"))
-    assert line.split()[-5:-1] == ["2", "0", "2", "0"], line  # runs, stored, to run, no data here
+    assert line.split()[-6:-1] == ["2", "0", "2", "0", "2"], line  # runs, stored, to run, no data here, <= 1 day
 
 
 def test_the_total_is_the_union_of_the_rows_whatever_order_runs_come_in(tmp_path, fake_probes):
@@ -240,3 +241,11 @@ def test_download_lets_the_plan_count_torchvision_datasets_as_available(tmp_path
     assert main([*options, "--download"]) == 0
     assert "cannot run here" not in capsys.readouterr().out
     assert os.environ["FEDLIB_DOWNLOAD"] == "1"  # what the notebooks' kernels inherit
+
+
+def test_the_plan_counts_the_runs_a_day_of_this_device_affords(tmp_path, fake_probes):
+    short = RunConfig(dataset="digits", model="mlp", clients=2, rounds=10, device="cpu")
+    long = short.replace(rounds=100_000)  # 1,437 images a round at 1 ms an image: 40 hours
+    frame = plan.plan_frame({"a": [short, long]}, tmp_path / "results", device="cpu", progress=False)
+    assert timing.images_per_round(long) * 100_000 * FAKE_RATES["fedavg"] / 3600 > 24
+    assert frame[plan.DAY_COLUMN].iloc[-1] == 1, "the 10-round run fits a day, the 100,000-round one does not"

@@ -29,6 +29,7 @@ def fake_probes(tmp_path, monkeypatch):
         return 0.01
 
     monkeypatch.setenv("FEDLIB_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(timing, "COMMITTED_RATES", tmp_path / "none.json")  # this machine's committed rates stay out
     monkeypatch.setattr(timing, "probe_seconds_per_image", probe)
     monkeypatch.setattr(timing, "probe_eval_seconds_per_image", lambda cfg, device="auto": 0.0)  # evaluation free
     return probed
