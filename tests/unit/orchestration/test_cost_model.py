@@ -28,11 +28,11 @@ def test_every_stored_full_scale_run_is_held_against_the_model(comparison):
 def test_the_plan_is_within_2x_of_most_groups_of_identical_runs_and_3x_of_all(comparison):
     """The issue asked for 2x on every run. Recorded times of identical work spread up to 3.3x
     (two trainings sharing two cores), and a method's cost relative to FedAvg is measured on
-    cnn2, not on each network: 42 of 50 groups fall within 2x, the worst at 2.8x."""
+    cnn2, not on each network: 45 of 50 groups fall within 2x, the worst at 2.8x."""
     rows, _, _ = comparison
     ratios = [r["ratio"] for r in rows]
     assert all(1 / 3 <= x <= 3 for x in ratios), sorted(ratios)
-    assert sum(0.5 <= x <= 2 for x in ratios) >= 0.8 * len(ratios)
+    assert sum(0.5 <= x <= 2 for x in ratios) >= 0.85 * len(ratios)
 
 
 def test_the_machine_factor_is_a_speed_ratio_not_a_fudge(comparison):
