@@ -37,11 +37,7 @@ def committed_cache(device: str | None = None) -> timing.ProbeCache:
     """The committed rates of ``device`` (default: the first machine in the file) as a probe cache."""
     devices = json.loads(timing.COMMITTED_RATES.read_text())["devices"]
     label = device or next(iter(devices))
-    entry = devices[label]
-    return timing.ProbeCache(Path("/nonexistent"), label,
-                             {tuple(k.split("|")): v for k, v in entry.get("rates", {}).items()},
-                             dict(entry.get("ratios", {})),
-                             {tuple(k.split("|")): v for k, v in entry.get("evals", {}).items()})
+    return timing.ProbeCache.from_entry(Path("/nonexistent"), label, devices[label])
 
 
 def paper_hashes() -> set[str]:

@@ -218,11 +218,16 @@ def _trained_on(record: store.RunRecord, device_type: str) -> bool:
     return not device or device.split(":")[0] == device_type
 
 
-def evaluated_images(cfg: RunConfig) -> float:
-    """Test images a whole run evaluates: its test set (or subset) once every ``eval_every`` rounds."""
+def data_shape(cfg: RunConfig):
+    """The published shape (sizes, channels, image size, classes) of ``cfg``'s dataset and split."""
     from fedlib.datasets import data
 
-    shape = data.dataset_shape(cfg.dataset, **data.split_option(cfg.dataset_options)[1])
+    return data.dataset_shape(cfg.dataset, **data.split_option(cfg.dataset_options)[1])
+
+
+def evaluated_images(cfg: RunConfig) -> float:
+    """Test images a whole run evaluates: its test set (or subset) once every ``eval_every`` rounds."""
+    shape = data_shape(cfg)
     test = min(cfg.max_test_samples or shape.test_size, shape.test_size)
     return test * -(-cfg.rounds // max(1, cfg.eval_every))
 
@@ -291,10 +296,9 @@ def probe_eval_seconds_per_image(cfg: RunConfig, device: str = "auto", images: i
     from fedlib.core.engine import resolve_device
     from fedlib.core.models import build_model
     from fedlib.core.state import eval_batch_size
-    from fedlib.datasets import data
     from fedlib.errors import FedlibError
 
-    shape = data.dataset_shape(cfg.dataset, **data.split_option(cfg.dataset_options)[1])
+    shape = data_shape(cfg)
     target = resolve_device(device)
     try:
         model = build_model(cfg.model, shape.num_classes, shape.channels, shape.image_size).to(target).eval()
@@ -359,8 +363,13 @@ class ProbeCache:
         committed = _read_json(COMMITTED_RATES).get("devices", {}).get(label, {})
         mine = _read_json(path).get(label, {})
         entry = {table: {**committed.get(table, {}), **mine.get(table, {})} for table in ("rates", "ratios", "evals")}
-        return cls(path, label, {tuple(k.split("|")): v for k, v in entry["rates"].items()}, entry["ratios"],
-                   {tuple(k.split("|")): v for k, v in entry["evals"].items()})
+        return cls.from_entry(path, label, entry)
+
+    @classmethod
+    def from_entry(cls, path: Path, label: str, entry: dict) -> "ProbeCache":
+        """The cache of one device's entry as the JSON files hold it ("dataset|model" keys)."""
+        return cls(path, label, {tuple(k.split("|")): v for k, v in entry.get("rates", {}).items()},
+                   dict(entry.get("ratios", {})), {tuple(k.split("|")): v for k, v in entry.get("evals", {}).items()})
 
     def store(self, table: str, key: str, value: float | None) -> None:
         """Record ``value`` under ``table`` ("rates", "evals" or "ratios"); None (a failed probe) is
