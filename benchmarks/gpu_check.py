@@ -11,8 +11,13 @@
   (c) PKD Fashion-MNIST LeNet-5 fraction 0.2, one round per path after an untimed one, against
   the naive loop (``benchmarks/naive.py``); CIFAR-10 is fedlib's stand-in of the full size
   (synthetic patterns: the timing does not depend on the pixels);
-- ``packing``: 1, 2, 4 and 8 runs of workload (c) side by side on the card (separate processes),
-  images per second all together;
+- ``rates``: the plan's steady-state probes (``fedlib.orchestration.timing``) of every kind of
+  run the paper profile declares, on this device, cached in ``$FEDLIB_CACHE/plan_rates.json`` as
+  each ends (FedAvg's rates, then evaluations, then the methods' ratios, one probe a side), and
+  the plan they give;
+- ``packing``: 1, 2, 4 and 8 runs of workload (c) side by side on the card (separate processes,
+  cores / runs CPU threads each), all started together after their warm-up round behind a
+  barrier, and timed over one shared window: images per second all together;
 - ``profile``: torch.profiler's table of one MobileNetV2 FedVLS local step;
 - ``opcount``: aten ops and host syncs per local step (``benchmarks/op_count.py``).
 
@@ -41,12 +46,15 @@ from fedlib.datasets.data import stand_in_dataset
 from fedlib.datasets.sources import FILES, DataSource
 
 ROOT = Path(__file__).resolve().parents[1]
-PARTS = ("env", "tests", "workloads", "packing", "profile", "opcount")
+PARTS = ("env", "tests", "rates", "workloads", "packing", "profile", "opcount")
 WORKLOAD_FRACTIONS = {"a": 0.02, "b": 1.0, "c": 0.2}
-WORKLOAD_PATHS = {"a": ("naive", "sequential", "stacked", "sequential+bf16", "stacked+bf16"),
-                  "b": ("naive", "sequential", "stacked"),
-                  "c": ("naive", "sequential", "stacked", "stacked+bf16")}
+# (b) first: FedLMD Table 3's CIFAR-10 round at full size; then the paths (a) never reached
+WORKLOAD_ORDER = ("b", "a", "c")
+WORKLOAD_PATHS = {"a": ("naive", "sequential+bf16", "stacked+bf16", "sequential", "sequential+cl", "stacked"),
+                  "b": ("naive", "sequential", "threads", "stacked", "stacked+cl", "stacked+bf16"),
+                  "c": ("naive", "sequential", "threads", "stacked", "stacked+bf16")}
 PACKING = (1, 2, 4, 8)
+PACKING_WINDOW = 8.0  # seconds every run of a packing row trains for, all started at once
 STAND_IN_SIZES = {"cifar10": (50000, 10000), "fashion_mnist": (60000, 10000)}
 
 
@@ -116,7 +124,7 @@ def part_env(device: str, tiny: bool) -> str:
 
 
 def part_tests(device: str, tiny: bool) -> str:
-    """The CUDA-marked tests, stopped after ``$GPU_CHECK_TEST_SECONDS`` (default 90) with what they
+    """The CUDA-marked tests, stopped after ``$GPU_CHECK_TEST_SECONDS`` (default 130) with what they
     reached counted; on a CPU (the smoke) one small CPU repeatability case instead."""
     if device.startswith("cuda"):
         selection = ["-m", "cuda", "tests/unit/core/test_determinism.py", "tests/unit/core/test_repeatability.py",
@@ -124,7 +132,7 @@ def part_tests(device: str, tiny: bool) -> str:
     else:
         selection = ["tests/unit/core/test_repeatability.py", "-k", "twice and cpu and lenet5"]
     args = [sys.executable, "-m", "pytest", "-v", "-p", "no:cacheprovider", *selection]
-    seconds = float(os.environ.get("GPU_CHECK_TEST_SECONDS", "90"))
+    seconds = float(os.environ.get("GPU_CHECK_TEST_SECONDS", "130"))
     try:
         output, ending = subprocess.run(args, cwd=ROOT, capture_output=True, text=True, timeout=seconds).stdout, ""
     except subprocess.TimeoutExpired as stopped:
@@ -166,7 +174,7 @@ def part_workloads(device: str, tiny: bool) -> Iterator[str]:
     source = stand_ins(tiny)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        for name in ("c", "b", "a"):
+        for name in WORKLOAD_ORDER:
             cfg = workload(name, device, tiny, source)
             flops = bench.flops_per_image(cfg, source)
             fraction = 1.0 if tiny else WORKLOAD_FRACTIONS[name]
@@ -185,44 +193,89 @@ def part_workloads(device: str, tiny: bool) -> Iterator[str]:
                        f"{rate:.0f} | {rate * flops / 1e12:.3f} |")
 
 
+def part_rates(device: str, tiny: bool) -> Iterator[str]:
+    """The plan's probes on this device for the paper profile (``tiny``: the smoke profile of one
+    notebook), one probe a side of each ratio, cached as they end; then the plan they give."""
+    from fedlib.core import store
+    from fedlib.orchestration import resources, timing
+    from fedlib.paper.plan import format_plan, plan_frame
+    from fedlib.paper.reproduce.declared import notebook_runs
+
+    profile, only = ("smoke", "fedlmd_table3_partitions") if tiny else ("paper", None)
+    resources.cap_threads()
+    configs, results = notebook_runs(profile, only, device=device, progress=False)
+    rates = timing.plan_rates(configs, results, device, probe=False, progress=False)
+    rates.ratio_repeats = 1  # a quiet, dedicated device
+    needed = rates.probes_needed(c for c in configs if not store.is_stored(c, results))
+    yield from [f"## Plan rates on {timing.device_label(device)} ({len(needed)} probes, profile {profile})", "",
+                f"Cached in `{timing.ProbeCache.for_device(device).path}` as each probe ends.", ""]
+    started = time.perf_counter()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        rates.run_probes(needed, progress=False)
+        yield f"{rates.probes_run} probes in {time.perf_counter() - started:.0f} s"
+        frame = plan_frame({"declared": configs}, results, probe=False, device=device, progress=False)
+    yield from ["", "```", format_plan(frame, profile, device), "```"]
+
+
 def _synchronize(device: str) -> None:
     if device.startswith("cuda"):
         torch.cuda.synchronize()
 
 
 def part_packing(device: str, tiny: bool) -> Iterator[str]:
-    """Workload (c) at fraction 0.05, 1/2/4/8 processes at once on the card: images per second together."""
-    yield from ["## Runs per GPU, side by side (workload (c) at fraction 0.05, stacked path, one round each "
-                "after an untimed one; separate processes)", "",
-                "| runs | wall s | images/s together | x one run |", "|---:|---:|---:|---:|"]
+    """Workload (c) at fraction 0.05 on the stacked path, 1/2/4/8 processes at once on the card,
+    each with cores / processes CPU threads: every process trains its untimed round, then all wait
+    at a barrier and train from the same instant for :data:`PACKING_WINDOW` seconds (whole rounds;
+    the last may run past it). Images per second together = all images / (the last one's end -
+    the start)."""
+    yield from [f"## Runs per GPU, side by side (workload (c) at fraction 0.05, stacked path, separate processes "
+                f"with cores / runs threads each, started together behind a barrier, {PACKING_WINDOW:.0f} s window)", "",
+                "| runs | threads each | wall s | images/s together | x one run |", "|---:|---:|---:|---:|---:|"]
     single = None
     for count in PACKING[:2] if tiny else PACKING:
-        command = [sys.executable, "-m", "benchmarks.gpu_check", "--part", "one-run", "--device", device]
-        command += ["--tiny"] if tiny else []
+        threads = max(1, (os.cpu_count() or 1) // count)
+        command = [sys.executable, "-m", "benchmarks.gpu_check", "--part", "one-run", "--device", device,
+                   "--threads", str(threads)] + (["--tiny"] if tiny else [])
+        procs = [subprocess.Popen(command, cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                  stderr=subprocess.DEVNULL, text=True) for _ in range(count)]
+        ready = [p.stdout.readline().strip() == "ready" for p in procs]  # the barrier: every warm-up done
         started = time.perf_counter()
-        procs = [subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-                 for _ in range(count)]
+        for p in procs:
+            p.stdin.write("go\n")
+            p.stdin.flush()
         outputs = [p.communicate()[0] for p in procs]
         wall = time.perf_counter() - started
-        rates = [float(out.strip().splitlines()[-1]) for out in outputs if out.strip()]
-        if len(rates) < count:
-            yield f"| {count} | {wall:.1f} | {len(rates)} of {count} runs finished | |"
+        images = [float(out.split()[0]) for out in outputs if out.strip()]
+        if not all(ready) or len(images) < count:
+            yield f"| {count} | {threads} | {wall:.1f} | {len(images)} of {count} runs finished | |"
             continue
-        total = sum(rates)
-        single = single or total
-        yield f"| {count} | {wall:.1f} | {total:.0f} | {total / single:.2f} |"
+        rate = sum(images) / wall
+        single = single or rate
+        yield f"| {count} | {threads} | {wall:.1f} | {rate:.0f} | {rate / single:.2f} |"
 
 
-def part_one_run(device: str, tiny: bool) -> str:
-    """One run of workload (c) at fraction 0.05 on the stacked path: its images per second (the last line)."""
+def part_one_run(device: str, tiny: bool) -> Iterator[str]:
+    """One run of workload (c) at fraction 0.05 on the stacked path: 'ready' after its untimed
+    round, then, once a line arrives on stdin, whole rounds for :data:`PACKING_WINDOW` seconds;
+    the images it trained last."""
     from benchmarks import bench
 
     source = stand_ins(tiny)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         cfg = workload("c", device, tiny, source) if tiny else bench.workload_config("c", 0.05, device, source)
-        result = bench.time_path(cfg, "stacked", rounds=1, repeat=1, profile=False, source=source)
-    return f"{result['images'] / result['seconds']:.1f}"
+        server, next_round = bench.round_runner(cfg, "stacked", source)
+        next_round()
+        _synchronize(device)
+        yield "ready"
+        sys.stdin.readline()
+        started, images = time.perf_counter(), 0
+        while time.perf_counter() - started < (1.0 if tiny else PACKING_WINDOW):
+            images += bench.images_per_round_at(server, server.round)
+            next_round()
+            _synchronize(device)
+    yield f"{images}"
 
 
 def part_profile(device: str, tiny: bool) -> str:
@@ -263,8 +316,8 @@ def part_opcount(device: str, tiny: bool) -> str:
                       op_count.table(methods, models, steps=2, where=not tiny)])
 
 
-PART_FUNCTIONS = {"env": part_env, "tests": part_tests, "workloads": part_workloads, "packing": part_packing,
-                  "profile": part_profile, "opcount": part_opcount, "one-run": part_one_run}
+PART_FUNCTIONS = {"env": part_env, "tests": part_tests, "rates": part_rates, "workloads": part_workloads,
+                  "packing": part_packing, "profile": part_profile, "opcount": part_opcount, "one-run": part_one_run}
 
 
 def main(argv=None) -> int:
@@ -272,7 +325,10 @@ def main(argv=None) -> int:
     parser.add_argument("--part", choices=sorted(PART_FUNCTIONS), required=True)
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--tiny", action="store_true", help="a few dozen images per workload, stand-ins only")
+    parser.add_argument("--threads", type=int, default=0, help="torch intra-op threads (0: torch's default)")
     args = parser.parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
     if args.device.startswith("cuda") and not torch.cuda.is_available():
         print(f"## {args.part}\n\nno CUDA device here: use --device cpu")
         return 2

@@ -27,9 +27,15 @@ import importlib
 import importlib.abc
 import importlib.machinery
 import importlib.util
+import os
 import sys
 
 __version__ = "0.1.0"
+
+# cuBLAS reads its workspace setting once, at the process's first matmul on a GPU: set it on the
+# first fedlib import, before any of a notebook's own CUDA work, so deterministic runs stay possible
+# (fedlib.core.determinism.CUBLAS_SETTING is the same pair; a user's own value wins).
+os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
 
 # An old flat path -> the module that now holds it (deprecated; kept for one release). A package
 # (grids) takes its submodules with it: fedlib.grids.pkd is fedlib.paper.grids.pkd.

@@ -9,8 +9,12 @@ cuBLAS workspace setting that makes matmuls repeatable; a run with ``determinist
 (``--nondeterministic``, ``$FEDLIB_DETERMINISTIC=0``) turns them off, and meta.json records which.
 
 cuBLAS reads ``CUBLAS_WORKSPACE_CONFIG`` when it creates its handle, at the first matmul of
-the process, so this module sets it (unless the user did) as soon as it is imported: before
-any run puts a tensor on the GPU. A workspace of that size costs nothing measurable.
+the process, so ``import fedlib`` sets it (unless the user did): before any run, or any of a
+notebook's own work, puts a tensor on the GPU. A workspace of that size costs nothing measurable.
+
+The flags are torch's, process-wide: :func:`restored` puts back the values a run found, so a
+CPU run, or the user's own work, after a CUDA run in the same process is not trained under them.
+The opt-out turns cuDNN's autotuning on (the speed it is for).
 
 An op without a deterministic CUDA kernel raises torch's RuntimeError mid-run;
 :func:`explained` turns that into one line naming the op and the opt-out.
@@ -32,8 +36,6 @@ CUBLAS_SETTING = ("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
 OPT_OUT = "deterministic=False (--nondeterministic, or $FEDLIB_DETERMINISTIC=0)"
 _OFF = ("0", "false", "off", "no")
 
-os.environ.setdefault(*CUBLAS_SETTING)
-
 
 def default_deterministic() -> bool:
     """The default of ``RunConfig.deterministic``: True unless ``$FEDLIB_DETERMINISTIC`` says off."""
@@ -49,8 +51,29 @@ def configure(device: torch.device, deterministic: bool) -> dict[str, bool]:
         os.environ.setdefault(*CUBLAS_SETTING)
     torch.use_deterministic_algorithms(deterministic)
     torch.backends.cudnn.deterministic = deterministic
-    torch.backends.cudnn.benchmark = False if deterministic else torch.backends.cudnn.benchmark
+    torch.backends.cudnn.benchmark = not deterministic
     return {"deterministic": deterministic}
+
+
+def _flags() -> dict[str, bool]:
+    return {"algorithms": torch.are_deterministic_algorithms_enabled(),
+            "cudnn_deterministic": torch.backends.cudnn.deterministic, "cudnn_benchmark": torch.backends.cudnn.benchmark,
+            "cudnn_tf32": torch.backends.cudnn.allow_tf32, "matmul_tf32": torch.backends.cuda.matmul.allow_tf32}
+
+
+@contextmanager
+def restored() -> Iterator[None]:
+    """Inside the block, set the flags as a run needs (:func:`configure`, the engine's TF32 switch);
+    after it, every one as it was before, whatever happened inside."""
+    before = _flags()
+    try:
+        yield
+    finally:
+        torch.use_deterministic_algorithms(before["algorithms"])
+        torch.backends.cudnn.deterministic = before["cudnn_deterministic"]
+        torch.backends.cudnn.benchmark = before["cudnn_benchmark"]
+        torch.backends.cudnn.allow_tf32 = before["cudnn_tf32"]
+        torch.backends.cuda.matmul.allow_tf32 = before["matmul_tf32"]
 
 
 def recorded_deterministic(meta: dict) -> bool:

@@ -335,13 +335,13 @@ def run(cfg: RunConfig, *, hooks: Sequence[Observer] = (), progress: bool = True
     if record is not None and hooks and (record.folder / "config.json").exists():
         record = None  # hooks must see every round: recompute beside the stored run, leaving it untouched
     if record is None:
-        with determinism.explained():
+        with determinism.restored(), determinism.explained():
             return _train(cfg, None, None, hooks, progress, stop_after, source)
     with record.claim() as claim:
         if record.complete and not hooks:  # finished by the previous holder while we waited
             return _served(cfg, store.served_record(cfg, results_dir) or record, progress)
         _count_training()
-        with determinism.explained():
+        with determinism.restored(), determinism.explained():
             return _train(cfg, record, claim, hooks, progress, stop_after)
 
 

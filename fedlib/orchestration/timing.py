@@ -53,6 +53,7 @@ STEADY_STEPS = 24  # local steps a probe client trains: its fixed costs then wei
 LONG_STEP_SECONDS = 0.5  # a step at least this long dwarfs a client's fixed costs: one batch is a steady probe
 EVAL_PROBE_IMAGES = 2000  # an evaluation probe times the model over at most this many images
 EVAL_PROBE_SECONDS = 3.0  # ... or for about this long
+PROBE_ORDER = ("rate", "eval", "ratio")  # the kinds of probe, in the order a plan runs them
 COMMITTED_RATES = Path(__file__).with_name("measured_rates.json")
 
 
@@ -91,6 +92,7 @@ class Rates:
     measured: dict[tuple, tuple[float, str]] = field(default_factory=dict)  # kind -> (rate, source)
     probes_run: int = 0
     ratios_assumed: bool = False  # a method without a measured ratio costs as FedAvg (else: unknown)
+    ratio_repeats: int = RATIO_REPEATS  # probes of each side of a ratio (one will do on a quiet machine)
 
     def rate(self, cfg: RunConfig) -> float | None:
         """Seconds per training image of ``cfg``'s kind; None where neither a measurement nor probes know it."""
@@ -140,17 +142,20 @@ class Rates:
         return needed
 
     def run_probes(self, needed: dict[tuple, RunConfig], progress: bool = True) -> None:
-        """Run every probe of ``needed`` on this device (a progress bar over them) and cache the results."""
+        """Run every probe of ``needed`` on this device (a progress bar over them) and cache each
+        result as it comes: FedAvg's rates first, then the evaluations, then the methods' ratios
+        (a probing stopped part way keeps the rates every estimate needs)."""
         from tqdm.auto import tqdm
 
-        for key, cfg in tqdm(needed.items(), desc="probing seconds per image", unit="probe",
+        ordered = sorted(needed.items(), key=lambda item: PROBE_ORDER.index(item[0][0]))
+        for key, cfg in tqdm(ordered, desc="probing seconds per image", unit="probe",
                              disable=not progress or not needed):
             if key[0] == "rate":
                 self.cache.store("rates", "|".join(cost_key(cfg)), probe_seconds_per_image(cfg, self.device))
             elif key[0] == "eval":
                 self.cache.store("evals", f"{cfg.dataset}|{cfg.model}", probe_eval_seconds_per_image(cfg, self.device))
             else:
-                self.cache.store("ratios", cfg.method, probe_method_ratio(cfg, self.device))
+                self.cache.store("ratios", cfg.method, probe_method_ratio(cfg, self.device, self.ratio_repeats))
             self.probes_run += 1
 
     def sources(self, configs: Iterable[RunConfig]) -> dict[str, int]:

@@ -34,8 +34,38 @@ def test_the_checks_source_stands_in_for_cifar10_only_and_is_never_stored(tmp_pa
         engine.run(RunConfig(dataset="cifar10", rounds=1), source=source, results_dir=tmp_path)
 
 
-def test_one_run_reports_its_images_per_second():
-    assert float(gpu_check.part_one_run("cpu", tiny=True)) > 0
+def test_one_run_is_ready_after_its_warm_up_then_trains_on_go_and_reports_its_images(monkeypatch):
+    import io
+
+    monkeypatch.setattr("sys.stdin", io.StringIO("go\n"))
+    lines = list(gpu_check.part_one_run("cpu", tiny=True))
+    assert lines[0] == "ready" and int(lines[1]) > 0
+
+
+def test_packing_starts_every_run_together_and_counts_one_window():
+    rows = list(gpu_check.part_packing("cpu", tiny=True))
+    table = [r for r in rows if r.startswith("| 1 |") or r.startswith("| 2 |")]
+    assert len(table) == 2 and "finished" not in " ".join(table), rows
+    one, two = (float(r.split("|")[4]) for r in table)
+    assert one > 0 and two > 0
+
+
+def test_the_rates_part_probes_rates_before_ratios_once_a_side_and_prints_the_plan(tmp_path, monkeypatch):
+    from fedlib.orchestration import timing
+
+    monkeypatch.setenv("FEDLIB_CACHE", str(tmp_path))
+    monkeypatch.setattr(timing, "COMMITTED_RATES", tmp_path / "none.json")
+    probed = []
+    monkeypatch.setattr(timing, "probe_seconds_per_image",
+                        lambda cfg, device="auto", clients=2: probed.append(cfg.method) or 0.001)
+    monkeypatch.setattr(timing, "probe_eval_seconds_per_image", lambda cfg, device="auto": probed.append("eval") or 1e-4)
+    text = "\n".join(gpu_check.part_rates("cpu", tiny=True))
+    assert text.startswith("## Plan rates on cpu") and "plan for the 'smoke' profile" in text
+    first_ratio = next(i for i, m in enumerate(probed) if m not in ("fedavg", "eval"))
+    assert "eval" in probed[:first_ratio] and "eval" not in probed[first_ratio:], "rates and evaluations first"
+    ratios = probed[first_ratio - 1:]  # FedAvg, the method, in turn
+    assert ratios[0::2] == ["fedavg"] * (len(ratios) // 2) and "fedavg" not in ratios[1::2], "one probe a side"
+    assert (tmp_path / "plan_rates.json").exists()
 
 
 def test_the_profile_and_op_count_parts_print_tables():

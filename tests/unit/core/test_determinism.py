@@ -43,10 +43,38 @@ def test_cpu_flags_are_left_alone(deterministic_flag_restored):
     assert torch.are_deterministic_algorithms_enabled() is False
 
 
-def test_the_cublas_workspace_is_set_on_import():
+def test_the_cublas_workspace_is_set_on_import_of_fedlib_itself():
     import os
+    import subprocess
+    import sys
 
-    assert os.environ.get("CUBLAS_WORKSPACE_CONFIG")
+    env = {k: v for k, v in os.environ.items() if k != "CUBLAS_WORKSPACE_CONFIG"}
+    code = "import os, fedlib; print(os.environ.get('CUBLAS_WORKSPACE_CONFIG'))"
+    printed = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert printed.stdout.strip() == determinism.CUBLAS_SETTING[1]
+
+
+@pytest.mark.parametrize("deterministic", [True, False])
+def test_the_flags_a_run_sets_are_put_back_after_it(deterministic, deterministic_flag_restored):
+    torch.use_deterministic_algorithms(False)
+    torch.backends.cudnn.benchmark, torch.backends.cudnn.deterministic = False, False
+    torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = True, True
+    with determinism.restored():
+        determinism.configure(torch.device("cuda"), deterministic)  # torch sets the flags without a GPU
+        engine.fp32_on_cuda(torch.device("cuda"))
+        assert torch.are_deterministic_algorithms_enabled() is deterministic
+        assert torch.backends.cudnn.benchmark is not deterministic  # the opt-out autotunes
+        assert torch.backends.cuda.matmul.allow_tf32 is False
+    assert torch.are_deterministic_algorithms_enabled() is False
+    assert (torch.backends.cudnn.benchmark, torch.backends.cudnn.deterministic) == (False, False)
+    assert torch.backends.cudnn.allow_tf32 and torch.backends.cuda.matmul.allow_tf32
+
+
+def test_the_engine_trains_inside_the_restoring_block():
+    import inspect
+
+    source = inspect.getsource(engine.run)
+    assert source.count("determinism.restored(), determinism.explained()") == 2
 
 
 def test_a_cpu_run_records_no_cuda_flag_and_counts_as_repeatable(tmp_path):
@@ -111,8 +139,9 @@ def test_a_run_explains_the_error(tmp_path, monkeypatch):
 
 @pytest.mark.cuda
 def test_a_cuda_run_turns_deterministic_kernels_on_and_records_it(tmp_path, deterministic_flag_restored):
+    before = torch.backends.cudnn.deterministic
     for flag in (True, False):
         result = quiet_run(tiny_config(rounds=1, device="cuda", deterministic=flag), tmp_path / str(flag))
         meta = json.loads((result.folder / "meta.json").read_text())
         assert meta["environment"]["deterministic"] is flag
-        assert torch.backends.cudnn.deterministic is flag
+        assert torch.backends.cudnn.deterministic is before  # put back after the run

@@ -274,3 +274,32 @@ def test_bad_arguments_raise_fedlib_error(kwargs, fragment):
 def test_bad_shortcut_lists_choices():
     with pytest.raises(FedlibError, match="projection"):
         build_model("resnet32", 10, shortcut="conv")
+
+
+@pytest.mark.parametrize("size, expected", [(7, (2, 1)), (6, (1, 1)), (12, (2, 2)), (13, (3, 2)), (3, None), (1, None)])
+def test_uniform_window_is_the_adaptive_pool_as_equal_windows(size, expected):
+    from fedlib.core.models import uniform_window
+
+    assert uniform_window(size, 6) == expected
+
+
+@pytest.mark.parametrize("size, exact", [(7, True), (6, True), (12, True), (3, True), (1, True), (13, False)])
+def test_alexnets_pool_equals_adaptive_pooling_forward_and_backward(size, exact):
+    """Bit for bit where a window holds at most 2 x 2 values (AlexNet's own sizes) or the adaptive
+    pool is kept; to float rounding for larger windows (another order of summation)."""
+    from fedlib.core.models import UniformAdaptiveAvgPool
+
+    torch.manual_seed(0)
+    x = torch.randn(4, 8, size, size, requires_grad=True)
+    upstream = torch.randn(4, 8, 6, 6)
+    ours, = torch.autograd.grad(out := UniformAdaptiveAvgPool(6)(x), x, upstream)
+    theirs, = torch.autograd.grad(reference := torch.nn.functional.adaptive_avg_pool2d(x, 6), x, upstream)
+    same = torch.equal if exact else lambda a, b: torch.allclose(a, b, rtol=0, atol=1e-6)
+    assert same(out, reference) and same(ours, theirs)
+
+
+def test_alexnet_at_32_pixels_pools_with_a_plain_average_pool():
+    from fedlib.core.models import UniformAdaptiveAvgPool
+
+    pools = [m for m in build_model("alexnet", 10).modules() if "Adaptive" in type(m).__name__]
+    assert [type(m) for m in pools] == [UniformAdaptiveAvgPool]

@@ -63,3 +63,26 @@ def test_a_killed_run_resumes_to_identical_weights_and_metrics(tmp_path, device,
         resumed = _train(cfg, tmp_path / backend / "killed")
         assert _rounds(resumed) == _rounds(whole), backend
         assert _same_state(resumed.global_state(), whole.global_state()), backend
+
+
+# The options the first GPU checks never repeated on CUDA: MobileNetV2 under FedVLS's AutoAugment,
+# bf16 autocast and channels_last with BatchNorm on the stacked path, the threads path, AlexNet's pool.
+OPTION_CASES = {
+    "mobilenetv2-autoaugment": dict(model="mobilenetv2", method="fedvls", method_args={"variant": "official"},
+                                    augmentation="crop_flip_autoaugment", backend="sequential"),
+    "resnet8-stacked-bf16": dict(model="resnet8", backend="stacked", precision="bf16"),
+    "resnet8-stacked-channels-last": dict(model="resnet8", backend="stacked", channels_last=True),
+    "lenet5-threads": dict(model="lenet5", backend="threads"),
+    "alexnet": dict(model="alexnet", backend="sequential"),
+}
+COLOUR_32 = dict(dataset_options={"image_shape": [3, 32, 32]})
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("case", OPTION_CASES)
+def test_each_option_repeats_bit_for_bit_on_cuda(tmp_path, case):
+    cfg = tiny_config(COLOUR_32, OPTION_CASES[case], device="cuda", rounds=2, max_train_samples=64,
+                      max_test_samples=20, batch_size=16, momentum=0.9)
+    first, second = (_train(cfg, tmp_path / name) for name in ("a", "b"))
+    assert _rounds(first) == _rounds(second)
+    assert _same_state(first.global_state(), second.global_state())
