@@ -131,6 +131,7 @@ def part_tests(device: str, tiny: bool) -> str:
                      "tests/unit/core/test_backend_equivalence.py"]
     else:
         selection = ["tests/unit/core/test_repeatability.py", "-k", "twice and cpu and lenet5"]
+    selection += ["-k", os.environ["GPU_CHECK_TESTS_K"]] if os.environ.get("GPU_CHECK_TESTS_K") else []
     args = [sys.executable, "-m", "pytest", "-v", "-p", "no:cacheprovider", *selection]
     seconds = float(os.environ.get("GPU_CHECK_TEST_SECONDS", "130"))
     try:
@@ -174,12 +175,12 @@ def part_workloads(device: str, tiny: bool) -> Iterator[str]:
     source = stand_ins(tiny)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        for name in WORKLOAD_ORDER:
+        for name, paths in workload_paths().items():
             cfg = workload(name, device, tiny, source)
             flops = bench.flops_per_image(cfg, source)
             fraction = 1.0 if tiny else WORKLOAD_FRACTIONS[name]
             base = None
-            for path in WORKLOAD_PATHS[name]:  # naive first: the others are compared with it
+            for path in paths:  # naive first: the others are compared with it
                 try:
                     r = bench.time_path(cfg, path, rounds=1, repeat=1, profile=False, source=source)
                 except Exception as error:  # noqa: BLE001 - a failing path is a result of the check
@@ -218,6 +219,22 @@ def part_rates(device: str, tiny: bool) -> Iterator[str]:
     yield from ["", "```", format_plan(frame, profile, device), "```"]
 
 
+def workload_paths() -> dict[str, tuple[str, ...]]:
+    """Workload -> the paths to time, in order: :data:`WORKLOAD_PATHS`, or ``$GPU_CHECK_PATHS``
+    ("a=stacked+bf16,sequential+cl;c=naive,stacked": those workloads and paths alone)."""
+    chosen = os.environ.get("GPU_CHECK_PATHS", "").strip()
+    if not chosen:
+        return {name: WORKLOAD_PATHS[name] for name in WORKLOAD_ORDER}
+    pairs = (part.split("=", 1) for part in chosen.split(";") if part.strip())
+    return {name.strip(): tuple(p.strip() for p in paths.split(",")) for name, paths in pairs}
+
+
+def packing_counts(tiny: bool) -> tuple[int, ...]:
+    """Runs side by side to time: :data:`PACKING` (1 and 2 when tiny), or ``$GPU_CHECK_PACKING`` ("4 8")."""
+    chosen = os.environ.get("GPU_CHECK_PACKING", "").split()
+    return tuple(int(c) for c in chosen) if chosen else PACKING[:2] if tiny else PACKING
+
+
 def _synchronize(device: str) -> None:
     if device.startswith("cuda"):
         torch.cuda.synchronize()
@@ -233,7 +250,7 @@ def part_packing(device: str, tiny: bool) -> Iterator[str]:
                 f"with cores / runs threads each, started together behind a barrier, {PACKING_WINDOW:.0f} s window)", "",
                 "| runs | threads each | wall s | images/s together | x one run |", "|---:|---:|---:|---:|---:|"]
     single = None
-    for count in PACKING[:2] if tiny else PACKING:
+    for count in packing_counts(tiny):
         threads = max(1, (os.cpu_count() or 1) // count)
         command = [sys.executable, "-m", "benchmarks.gpu_check", "--part", "one-run", "--device", device,
                    "--threads", str(threads)] + (["--tiny"] if tiny else [])
@@ -251,8 +268,8 @@ def part_packing(device: str, tiny: bool) -> Iterator[str]:
             yield f"| {count} | {threads} | {wall:.1f} | {len(images)} of {count} runs finished | |"
             continue
         rate = sum(images) / wall
-        single = single or rate
-        yield f"| {count} | {threads} | {wall:.1f} | {rate:.0f} | {rate / single:.2f} |"
+        single = single or (rate if count == 1 else None)
+        yield f"| {count} | {threads} | {wall:.1f} | {rate:.0f} | {f'{rate / single:.2f}' if single else '-'} |"
 
 
 def part_one_run(device: str, tiny: bool) -> Iterator[str]:

@@ -97,3 +97,12 @@ def test_test_outcomes_are_counted_from_verbose_pytest_output():
     outcomes, failures = gpu_check.count_outcomes(output)
     assert dict(outcomes) == {"PASSED": 2, "FAILED": 1, "XFAIL": 1, "SKIPPED": 1}
     assert failures == ["tests/a.py::test_y[cuda]"]
+
+
+def test_the_environment_chooses_workload_paths_and_packing_counts(monkeypatch):
+    assert list(gpu_check.workload_paths()) == list(gpu_check.WORKLOAD_ORDER)
+    monkeypatch.setenv("GPU_CHECK_PATHS", "a=stacked+bf16, sequential+cl; c=naive")
+    assert gpu_check.workload_paths() == {"a": ("stacked+bf16", "sequential+cl"), "c": ("naive",)}
+    assert gpu_check.packing_counts(tiny=False) == gpu_check.PACKING
+    monkeypatch.setenv("GPU_CHECK_PACKING", "4 8")
+    assert gpu_check.packing_counts(tiny=True) == (4, 8)

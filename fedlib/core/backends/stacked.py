@@ -71,6 +71,15 @@ def unsupported_reason(algorithm: Algorithm) -> str | None:
     return algorithm.sequential_reason()
 
 
+def layout_reason(device: torch.device, channels_last: bool, model: nn.Module) -> str | None:
+    """Why a model cannot stack in its memory layout on ``device`` (None when it can): on CUDA,
+    BatchNorm asks whether a channels_last input is contiguous in that format, which vmap does not
+    answer (torch: "NYI: querying is_contiguous inside of vmap"; the H200 check of 2026-11-28)."""
+    if device.type == "cuda" and channels_last and has_batchnorm(model):
+        return "channels_last with BatchNorm cannot run under vmap on CUDA"
+    return None
+
+
 def warn_fallback(method: str, reason: str) -> None:
     """Say once per (method, reason) that the sequential path runs instead."""
     if (method, reason) not in _WARNED:
@@ -426,7 +435,7 @@ def train_round(server: ServerState, algorithm: Algorithm, clients: list[int], l
     stack below what the memory allows.
     """
     cfg = server.cfg
-    reason = unsupported_reason(algorithm)
+    reason = unsupported_reason(algorithm) or layout_reason(server.device, cfg.channels_last, server.model)
     rule = reason or sgd_rule(algorithm, server.local_model(), lr, cfg.momentum, cfg.weight_decay)
     if isinstance(rule, SGDRule):
         setups = sorted((_client_setup(server, algorithm, k, lr) for k in clients), key=lambda s: -s[2])

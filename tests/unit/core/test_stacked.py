@@ -229,3 +229,14 @@ def test_the_float32_batchnorm_hooks_are_removed_after_the_round():
     engine.run_round(server, algorithm)
     layers = [m for m in server.local_model().modules() if isinstance(m, torch.nn.BatchNorm2d)]
     assert layers and all(not layer._forward_pre_hooks for layer in layers)
+
+
+def test_channels_last_with_batchnorm_stacks_everywhere_but_on_cuda():
+    from fedlib.core.models import build_model
+
+    resnet, cnn = build_model("resnet8", 10), build_model("cnn2", 10)
+    cuda, cpu = torch.device("cuda"), torch.device("cpu")  # a device object needs no GPU
+    assert "vmap on CUDA" in stacked.layout_reason(cuda, True, resnet)
+    assert stacked.layout_reason(cuda, False, resnet) is None
+    assert stacked.layout_reason(cuda, True, cnn) is None
+    assert stacked.layout_reason(cpu, True, resnet) is None
