@@ -30,10 +30,11 @@ Runner options (passed through; default profile smoke):
   --verbose                     stream the cells' output (default: one line per notebook)
   --list                        each notebook's paper figure/table, data and profile costs
   --plan                        the table notebooks' runs, how many are stored, estimated CPU- or
-                                GPU-hours on --device, runs whose data are missing here and why;
-                                run nothing but small cached probe rounds (seconds per image from
-                                stored runs, else the dry run's CSV: output/dry_run/ or the one
-                                committed in benchmarks/dry_run/, else probes on a stand-in).
+                                GPU-hours on --device (on a CPU also the hours on each GPU whose
+                                probes are committed), runs whose data are missing here and why;
+                                runs nothing but small cached probe rounds (seconds per image from
+                                stored runs, else steady-state probes on a stand-in: cached, or
+                                committed for this machine in fedlib/orchestration/measured_rates.json).
                                 --profile paper prints this plan before it starts.
   --dry-run                     one round of every distinct config the table notebooks declare, on
                                 a small slice of its data (a stand-in of the same shape where the

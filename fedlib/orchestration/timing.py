@@ -194,6 +194,27 @@ def plan_rates(configs: Sequence[RunConfig], results_dir: str | os.PathLike | No
     return rates
 
 
+def committed_gpu_rates(configs: Sequence[RunConfig], results_dir: str | os.PathLike | None = None
+                        ) -> dict[str, Rates]:
+    """GPU name -> rates for ``configs`` on that card, probing nothing: the card's committed probes
+    (:data:`COMMITTED_RATES`) and the stored runs trained on CUDA (any card); a method whose ratio the
+    card lacks counts as FedAvg. What a plan on a CPU prints beside its CPU-hours."""
+    from fedlib.core.engine import resolve_device
+
+    if resolve_device("auto").type == "cuda":
+        return {}  # a plan on a GPU machine measures its own card
+    stored = None
+    gpus = {}
+    for label, entry in _read_json(COMMITTED_RATES).get("devices", {}).items():
+        if label.startswith("cpu"):
+            continue
+        if stored is None:
+            stored = {k: (r, "stored runs") for k, r in stored_rates(configs, results_dir, "cuda").items()}
+        gpus[label] = Rates(device="cuda", cache=ProbeCache.from_entry(COMMITTED_RATES, label, entry),
+                            measured=dict(stored), ratios_assumed=True)
+    return gpus
+
+
 def stored_rates(configs: Iterable[RunConfig], results_dir: str | os.PathLike | None, device_type: str
                  ) -> dict[tuple, float]:
     """Seconds per training image of the stored runs among ``configs`` (working store, then the

@@ -97,10 +97,26 @@ def plan_frame(grids: dict[str, list[RunConfig] | None], results_dir: str | os.P
     rows = [_row(name, configs, results_dir, rates, device) for name, configs in grids.items() if configs is not None]
     total = _row(TOTAL_ROW, list(union.values()), results_dir, rates, device)
     frame = pd.DataFrame(rows + [total])
+    if timing.hours_unit(device) == "CPU-hours":
+        for card, card_rates in timing.committed_gpu_rates(list(union.values()), results_dir).items():
+            named = {**{n: c for n, c in grids.items() if c is not None}, TOTAL_ROW: list(union.values())}
+            frame[gpu_column(card)] = [_hours(named[name], results_dir, card_rates) for name in frame["notebook"]]
     frame.attrs.update(unit=timing.hours_unit(device), device=timing.device_label(device),
                        no_data=missing_reasons(to_run), sources=rates.sources(to_run), probes=rates.probes_run,
                        unknown=total.pop("unknown"))
     return frame.drop(columns="unknown")
+
+
+def gpu_column(card: str) -> str:
+    """The plan's column of the hours on a GPU whose probes are committed, e.g. 'GPU-hours (NVIDIA H200)'."""
+    return f"GPU-hours ({card})"
+
+
+def _hours(configs: list[RunConfig], results_dir, rates) -> float:
+    """Hours of the unstored runs among ``configs`` at ``rates`` (runs without a rate left out)."""
+    unique = {c.hash(): c for c in configs}.values()
+    hours = [report.run_hours(c, rates) for c in unique if not store.is_stored(c, results_dir)]
+    return float(sum(h for h in hours if h is not None))
 
 
 def _row(name: str, configs: list[RunConfig], results_dir, rates, device: str) -> dict:
@@ -134,10 +150,14 @@ def format_plan(frame: pd.DataFrame, profile: str, device: str) -> str:
     """The plan as a text table: what the hours count and where, then why runs cannot run here."""
     unit = frame.attrs.get("unit", "hours")
     shown = frame.rename(columns={"hours": unit})
-    text = shown.to_string(index=False, formatters={unit: "{:,.2f}".format})
+    hour_columns = [unit] + [c for c in shown.columns if c.startswith("GPU-hours (")]
+    text = shown.to_string(index=False, formatters={c: "{:,.2f}".format for c in hour_columns})
     lines = [f"plan for the {profile!r} profile: hours of training still to do, estimated for "
              f"{frame.attrs.get('device', device)} (--device {device}), in {unit}", text]
     lines.append(f"'{DAY_COLUMN}': runs still to do estimated at 24 {unit} or less each on this device")
+    for column in hour_columns[1:]:
+        lines.append(f"'{column}': the same runs on that card, from its committed probes (sequential path, one run "
+                     f"at a time; a method it has no ratio for counts as FedAvg)")
     for dataset, reason in frame.attrs.get("no_data", {}).items():
         lines.append(f"cannot run here: {reason}; estimated from a stand-in of its shape")
     if frame.attrs.get("unknown"):

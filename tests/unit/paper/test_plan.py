@@ -249,3 +249,20 @@ def test_the_plan_counts_the_runs_a_day_of_this_device_affords(tmp_path, fake_pr
     frame = plan.plan_frame({"a": [short, long]}, tmp_path / "results", device="cpu", progress=False)
     assert timing.images_per_round(long) * 100_000 * FAKE_RATES["fedavg"] / 3600 > 24
     assert frame[plan.DAY_COLUMN].iloc[-1] == 1, "the 10-round run fits a day, the 100,000-round one does not"
+
+
+def test_a_cpu_plan_adds_the_hours_on_each_gpu_whose_probes_are_committed(tmp_path, fake_probes, monkeypatch):
+    committed = tmp_path / "measured_rates.json"
+    card = {"rates": {"digits|mlp|fedavg": 0.01}, "evals": {"digits|mlp": 0.001}, "ratios": {"fedntd": 2.0}}
+    committed.write_text(json.dumps({"devices": {"NVIDIA Test GPU": card}}))
+    monkeypatch.setattr(timing, "COMMITTED_RATES", committed)
+    base = RunConfig(dataset="digits", model="mlp", clients=2, rounds=10, max_test_samples=30, device="cpu")
+    grids = {"a": [base], "b": [base.replace(method="fedntd"), base.replace(method="fedsam")]}
+    frame = plan.plan_frame(grids, tmp_path / "results", device="cpu", progress=False)
+    column = plan.gpu_column("NVIDIA Test GPU")
+    images, evaluations = 10 * timing.images_per_round(base), 10 * 30 * 0.001
+    fedavg = (images * 0.01 + evaluations) / 3600
+    ntd, sam = (images * 0.02 + evaluations) / 3600, fedavg  # no ratio for FedSAM on that card: as FedAvg
+    assert frame[column].tolist() == pytest.approx([fedavg, ntd + sam, fedavg + ntd + sam])
+    assert "'GPU-hours (NVIDIA Test GPU)'" in plan.format_plan(frame, "paper", "cpu")
+    assert frame["hours"].iloc[-1] != frame[column].iloc[-1], "the CPU's own hours stay the CPU's"
