@@ -70,7 +70,11 @@ class StoredRun:
 
 
 def read_run(record: store.RunRecord) -> StoredRun:
-    """``record``'s config, summary and status; a run whose files do not parse is 'corrupt'."""
+    """``record``'s config, summary and status; a run whose files do not parse is 'corrupt', one
+    whose files disagree, or differ from its seal (an edit after it finished), 'damaged'."""
+    tampered = store.seal_problem(record.folder)
+    if tampered:
+        return StoredRun(record, "damaged", _config_as_written(record), problem=tampered)
     try:
         cfg = record.read_config()
         summary = record.read_summary() if record.complete else None
@@ -82,6 +86,14 @@ def read_run(record: store.RunRecord) -> StoredRun:
     problem = damage(record, cfg, summary)
     status = "damaged" if problem else _status(record, summary)
     return StoredRun(record, status, cfg, summary, int(done or 0), problem=problem or "")
+
+
+def _config_as_written(record: store.RunRecord) -> RunConfig | None:
+    """A damaged run's config.json as it reads now (for showing what the run was), or None."""
+    try:
+        return RunConfig.from_dict(store.read_json(record.folder / "config.json"))
+    except (ValueError, KeyError, TypeError, OSError):
+        return None
 
 
 def damage(record: store.RunRecord, cfg: RunConfig, summary: dict | None) -> str | None:

@@ -255,11 +255,13 @@ def _summary(cfg: RunConfig, rounds: list[dict], data: FederatedData, seconds: f
 def _meta(cfg: RunConfig, server: ServerState) -> dict:
     """meta.json of a run as it starts (a resume keeps it and appends to ``resumes``)."""
     return {"fedlib_version": __version__, "code_revision": provenance.code_revision(),
-            "environment": {**provenance.environment(), **precision_flags(server.device)},
+            "environment": {**provenance.environment(), **precision_flags(server.device),
+                            "stack_memory": stacked.stack_memory(server.device)},
             "device": str(server.device),
             "dataset_source": server.data.dataset.source, "seed": cfg.seed,
             "method_hparams": server.hparams, "backend": cfg.backend,
-            "data_fingerprint": server.data.dataset.fingerprint, "trained_data": counts(server.data.dataset)}
+            "data_fingerprint": server.data.dataset.fingerprint, "trained_data": counts(server.data.dataset),
+            "data_identity": server.data.dataset.identity}
 
 
 def _checkpoint(record: store.RunRecord, server: ServerState, rounds: list[dict], seconds: float) -> None:
@@ -413,7 +415,8 @@ def _train(cfg: RunConfig, record: store.RunRecord | None, claim, hooks: Sequenc
 
 
 def _store_finished(record: store.RunRecord, claim, server: ServerState, rounds: list[dict], summary: dict) -> None:
-    """Keep the final state, drop the resume checkpoint, then write the summary (complete).
+    """Keep the final state, drop the resume checkpoint, then write the summary (complete) and
+    seal the run's files.
 
     A kill before the summary leaves final.pt (and perhaps the checkpoint): the rerun restores
     from it and only writes the summary."""
@@ -422,6 +425,7 @@ def _store_finished(record: store.RunRecord, claim, server: ServerState, rounds:
     claim.heartbeat()
     record.remove_resume_checkpoint()
     record.write_summary(summary)
+    record.seal()  # digest.json, last: any later edit of the run's files is refused
 
 
 def _write_meta(record: store.RunRecord, cfg: RunConfig, server: ServerState) -> None:
@@ -492,6 +496,8 @@ def _stored_result(cfg: RunConfig, record: store.RunRecord) -> RunResult:
     problem = store.inconsistency(cfg.hash(), stored, summary, rounds)
     if problem:
         raise FedlibError(f"stored run {record.folder} is inconsistent: {problem}; delete the folder to recompute it")
+    if not store.is_sealed(record.folder):
+        store.warn_unsealed(record.folder)
     check_served_data(cfg, record)
     if summary.get("diverged"):
         _warn_diverged(cfg, len(rounds) - 1, stored=True)

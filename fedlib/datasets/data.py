@@ -41,6 +41,7 @@ import hashlib
 import json
 import os
 import warnings
+from dataclasses import replace
 from pathlib import Path
 from typing import Callable, Iterator
 
@@ -52,6 +53,7 @@ from fedlib.datasets.catalogue import (  # noqa: F401 - public names, importable
 from fedlib.datasets.dataset import (  # noqa: F401
     HOLDOUT_FRACTION, POOLED_TRAIN_FRACTION, SPLITS, Dataset, apply_split, holdout, split_option, stratified_indices)
 from fedlib.datasets.generated import load_digits, make_synthetic, stand_in_dataset
+from fedlib.datasets.identity import identify
 from fedlib.datasets.loaders import (  # noqa: F401
     _LOADERS, _finish, _office_domains, _Source, channel_stats, read_images, resize_images)
 from fedlib.errors import FedlibError, one_of
@@ -81,7 +83,7 @@ _FOLDER_LAYOUTS = {
     "femnist": ("femnist",),
     "office_caltech10": ("office",),
 }
-_CACHE_FORMAT = 1
+_CACHE_FORMAT = 2  # 2: entries keyed by the source files' sizes and times, holding the data's identity
 
 
 # ----------------------------------------------------------------------------- entry point
@@ -116,6 +118,7 @@ def load_dataset(
     if cached is not None:
         return cached
     dataset = _LOADERS[source.layout](name, source, options)
+    dataset = replace(dataset, identity=identify(name, dataset, str(source.path)))
     dataset = _finish(dataset, options.get("image_size"))
     _write_cache(cache_file, dataset)
     return dataset
@@ -266,14 +269,33 @@ def _cache_root(cache_dir) -> Path:
 
 
 def _cache_file(cache_root: Path, name: str, source: _Source, options: dict) -> Path:
-    # The source folder is part of the key: another copy of the data must not hit this entry.
+    # The source folder and its files' names, sizes and modification times are part of the key:
+    # another copy of the data, or new files put in the same folder, must not hit this entry.
     key = json.dumps(
         {"format": _CACHE_FORMAT, "name": name, "layout": source.layout,
-         "path": str(source.path.resolve()), "options": options},
+         "path": str(source.path.resolve()), "files": files_signature(source.path), "options": options},
         sort_keys=True, default=str,
     )
     digest = hashlib.sha256(key.encode()).hexdigest()[:16]
     return cache_root / f"{name}-{digest}.pt"
+
+
+def files_signature(folder: Path) -> str:
+    """A digest of every file under ``folder``: its path there, size and modification time (a
+    stat of each file, no reading; about 0.1 s for the 60,000 files of a JPEG folder)."""
+    digest = hashlib.sha256()
+    for path in sorted(_files_under(Path(folder))):
+        try:
+            info = path.stat()
+        except OSError:  # a dangling link: not a file the loader reads
+            continue
+        digest.update(f"{path.relative_to(folder)}\0{info.st_size}\0{info.st_mtime_ns}\n".encode())
+    return digest.hexdigest()[:16]
+
+
+def _files_under(folder: Path) -> Iterator[Path]:
+    for parent, _, names in os.walk(folder):  # linked folders are not followed (no loops)
+        yield from (Path(parent) / name for name in names)
 
 
 def _read_cache(path: Path) -> Dataset | None:

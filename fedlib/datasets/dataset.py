@@ -40,6 +40,8 @@ class Dataset:
     # fedlib.datasets.data_check.fingerprint of the data as loaded, kept through re-splits and subsets
     # (set by the engine)
     fingerprint: dict | None = None
+    # which copy of the data set the files are (fedlib.datasets.identity.identify), set as it loads
+    identity: str = ""
 
     @property
     def num_classes(self) -> int:

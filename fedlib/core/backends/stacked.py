@@ -60,8 +60,9 @@ from fedlib.core.models import has_batchnorm, has_dropout
 from fedlib.core.state import ServerState
 from fedlib.errors import FedlibError
 
-# share of the free memory the client stack may take (the rest: teachers, allocator slack)
+# share of the device's total memory the client stack may take (the rest: teachers, allocator slack)
 MEMORY_FRACTION = {"cuda": 0.8, "cpu": 0.5}
+STACK_MEMORY_ENV = "FEDLIB_STACK_MEMORY"  # bytes the client stack may take, in place of that share
 _WARNED: set[tuple[str, str]] = set()
 
 
@@ -194,16 +195,24 @@ class _ParamView:
 
 
 # ====================================================================== memory
-def free_memory(device: torch.device) -> int:
-    """Bytes the client stack may use: free CUDA memory, or available RAM, times a safety share."""
+def stack_memory(device: torch.device) -> int:
+    """Bytes the client stack may use: ``$FEDLIB_STACK_MEMORY`` (bytes), else a share
+    (:data:`MEMORY_FRACTION`) of the device's total memory, never of what is free at the moment:
+    how many clients share a stack sets the kernels' shapes, and with them a client's last bits,
+    so it must not depend on what else the machine is doing (meta.json records it)."""
+    chosen = os.environ.get(STACK_MEMORY_ENV, "").strip()
+    if chosen:
+        if not chosen.isdigit() or int(chosen) < 1:
+            raise FedlibError(f"{STACK_MEMORY_ENV}={chosen!r}: give the bytes the client stack may use, "
+                              "a whole number such as 8000000000")
+        return int(chosen)
     if device.type == "cuda":
-        free, _ = torch.cuda.mem_get_info(device)
-        return int(free * MEMORY_FRACTION["cuda"])
+        return int(torch.cuda.get_device_properties(device).total_memory * MEMORY_FRACTION["cuda"])
     try:
-        available = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+        total = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
     except (ValueError, OSError, AttributeError):  # not Linux: assume a modest 4 GiB
-        available = 4 << 30
-    return int(available * MEMORY_FRACTION["cpu"])
+        total = 4 << 30
+    return int(total * MEMORY_FRACTION["cpu"])
 
 
 @torch.no_grad()
@@ -230,11 +239,12 @@ def stack_size(model: nn.Module, sample: Tensor, batch_size: int, num_clients: i
                device: torch.device, budget: int | None = None) -> int:
     """How many clients train at once: all of them, or as many as the memory budget holds."""
     needed = bytes_per_client(model, sample, batch_size)
-    budget = free_memory(device) if budget is None else budget
+    budget = stack_memory(device) if budget is None else budget
     fit = budget // needed
     if fit < 1:
         raise FedlibError(f"one client needs about {needed / 2**20:.0f} MiB on {device} but only "
-                          f"{budget / 2**20:.0f} MiB are free; lower batch_size or use a smaller model")
+                          f"{budget / 2**20:.0f} MiB may hold the stack; lower batch_size, use a smaller model, or "
+                          f"set {STACK_MEMORY_ENV}")
     return int(min(fit, num_clients))
 
 

@@ -10,7 +10,9 @@
                                      previous model, SCAFFOLD's control variate, FedCurv's Fisher)
     <results>/<hash>/final.pt        once the run is over: the final global model and the server's
                                      run-level state; checkpoint.pt and clients/ are then deleted
-    <results>/<hash>/summary.json    written last: its presence means the run is complete
+    <results>/<hash>/summary.json    its presence means the run is complete
+    <results>/<hash>/digest.json     written last: the SHA-256 of each file above (not the checkpoints),
+                                     checked at every read; an edited file is refused
     <results>/<hash>/claim.json      while a process trains the run: its host, pid and heartbeat
     <results>/.superseded/<old>/     a run ``migrate_hashes`` set aside when it renamed folders after a
                                      change of the hash rule: the same computation as a run it kept
@@ -25,6 +27,7 @@ one writer at a time, the process that holds its claim. One concept per module:
 - :mod:`.client_tables` -- per-client state split out of a checkpoint, one file per client
 - :mod:`.claim` -- ``Claim``, the lock a training holds on its run folder, and its heartbeat
 - :mod:`.consistency` -- whether a complete run's files agree with each other and its hash
+- :mod:`.digest` -- a finished run's seal: its files' digests, so that an edit is noticed
 - :mod:`.files` -- atomic writes, JSON, bytes on disk
 - :mod:`.migration` -- renaming run folders stored under an old config hash
 - :mod:`.provenance` -- code revision, environment, resumes, ``ProvenanceWarning``
@@ -42,6 +45,7 @@ from fedlib.core.store.claim import (CLAIM_FILE, HEARTBEAT_SECONDS, HUNG_RUN_SEC
 from fedlib.core.store.client_tables import (CLIENT_TABLE, client_bundles, is_client_table, join_client_tables,
                                              split_client_tables)
 from fedlib.core.store.consistency import inconsistency, rounds_problem
+from fedlib.core.store.digest import DIGEST_FILE, is_sealed, seal, seal_problem, warn_unsealed
 from fedlib.core.store.files import disk_bytes, human_bytes, read_json, write_atomic, write_json
 from fedlib.core.store.migration import ASIDE_DIR, Migration, migrate_hashes
 from fedlib.core.store.paths import (DEFAULT_RESULTS, REFERENCE_ENV, REFERENCE_FILES, REFERENCE_RESULTS,

@@ -1,7 +1,8 @@
 """Hash migration: partition settings a scheme does not read left the config hash
 (``RunConfig.hashed_fields``), so a run stored with such a setting off its default sits under its
 old hash until :func:`migrate_hashes` renames its folder (``fedlib migrate``); until then, a run
-asked for under its new hash warns once that the old folder is there."""
+asked for under its new hash warns once that the old folder is there. The same command seals the
+complete runs stored before runs were sealed (:mod:`.digest`), once their files agree."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from fedlib.core.config import RunConfig, hash_with_unread_settings, unread_partition_defaults
+from fedlib.core.store.consistency import inconsistency
+from fedlib.core.store.digest import is_sealed, seal, seal_problem
 from fedlib.core.store.files import read_json, write_json
 from fedlib.core.store.record import RunRecord, list_runs
 from fedlib.errors import one_line
@@ -41,6 +44,7 @@ class Migration:
     renamed: list[tuple[str, str]] = field(default_factory=list)  # (old hash, new hash)
     set_aside: list[tuple[str, str]] = field(default_factory=list)  # (folder moved to ASIDE_DIR, hash it lost)
     left: list[tuple[str, str]] = field(default_factory=list)  # (folders not touched, why)
+    sealed: list[str] = field(default_factory=list)  # complete runs given a digest.json
 
     def lines(self) -> list[str]:
         """One line per change or refusal, then a count."""
@@ -48,8 +52,9 @@ class Migration:
         lines += [f"moved {name} to {ASIDE_DIR}/{name}: the same computation as run {new}, which is kept (finished, "
                   "or more rounds)" for name, new in self.set_aside]
         lines += [f"left {name} alone: {why}" for name, why in self.left]
+        lines += [f"sealed {name} (digest.json over its files)" for name in self.sealed]
         return lines + [f"{self.root}: {len(self.renamed)} renamed, {len(self.set_aside)} set aside, "
-                        f"{len(self.left)} left alone"]
+                        f"{len(self.left)} left alone, {len(self.sealed)} sealed"]
 
 
 def migrate_hashes(root: str | os.PathLike, *, dry_run: bool = False) -> Migration:
@@ -78,7 +83,28 @@ def migrate_hashes(root: str | os.PathLike, *, dry_run: bool = False) -> Migrati
                                                        "(a stale run, or another hash rule changed)"))
     for new, members in groups.items():
         _migrate_group(Path(root), new, members, migration, dry_run)
+    _seal_unsealed(Path(root), migration, dry_run)
     return migration
+
+
+def _seal_unsealed(root: Path, migration: Migration, dry_run: bool) -> None:
+    """Seal every complete run of ``root`` without a digest.json whose files agree with each
+    other and with its folder's name; a run whose files disagree is left alone, reported."""
+    for record in list_runs(root):
+        if is_sealed(record.folder):
+            continue
+        try:
+            problem = inconsistency(record.folder.name, record.read_config(), record.read_summary(),
+                                    record.read_rounds())
+            record.read_meta()
+        except (ValueError, TypeError, KeyError, OSError) as exc:
+            problem = f"its files cannot be read ({one_line(exc)})"
+        if problem:
+            migration.left.append((record.folder.name, f"not sealed: {problem}"))
+            continue
+        migration.sealed.append(record.folder.name)
+        if not dry_run:
+            seal(record.folder)
 
 
 def _migrate_group(root: Path, new: str, members: list[tuple["RunRecord", str]], migration: Migration,
@@ -123,5 +149,10 @@ def _set_summary_hash(folder: Path, old: str, new: str) -> None:
     except (OSError, ValueError):  # no summary yet (an unfinished run), or an unreadable one
         return
     if old != new and isinstance(summary, dict) and summary.get("config_hash") == old:
+        if seal_problem(folder):
+            return  # an edited sealed run stays refused, never resealed over its edit
+        sealed = is_sealed(folder)
         write_json(folder / "summary.json", {**summary, "config_hash": new})
+        if sealed:
+            seal(folder)  # the one sanctioned change to a finished run's files
 

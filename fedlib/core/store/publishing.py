@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from fedlib.core.store.digest import seal, seal_problem
 from fedlib.core.store.files import write_atomic
 from fedlib.core.store.paths import REFERENCE_FILES, REFERENCE_RESULTS, reference_root
 from fedlib.core.store.provenance import is_clean_revision, trained_revisions
@@ -40,8 +41,12 @@ def publish(record: "RunRecord", root: str | os.PathLike | None = None, *, force
                               f"{MAX_PUBLISHED_MODEL:,} the committed store takes; publish its metrics only")
         names = (*REFERENCE_FILES, FINAL_FILE)
     target = Path(root or reference_root() or REFERENCE_RESULTS) / record.folder.name
+    problem = seal_problem(record.folder)
+    if problem:
+        raise FedlibError(f"run {record.folder.name} is not published: {problem}")
     for name in names:
         source = record.folder / name
         if source.exists():
             write_atomic(target / name, source.read_bytes())
+    seal(target)  # over the files the reference store holds (final.pt only when published with it)
     return target

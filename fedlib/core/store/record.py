@@ -26,6 +26,7 @@ from fedlib.core.config import RunConfig
 from fedlib.core.store.claim import CLAIM_FILE, Claim, is_live_claim
 from fedlib.core.store.client_tables import (client_bundles, join_client_tables, same_fingerprint, split_client_tables,
                                              state_fingerprint)
+from fedlib.core.store.digest import check_file, seal
 from fedlib.core.store.files import disk_bytes, jsonable, read_json, write_atomic, write_json
 from fedlib.core.store.paths import REFERENCE_FILES, check_writable, results_root
 from fedlib.errors import FedlibError
@@ -81,7 +82,7 @@ class RunRecord:
         write_atomic(self.folder / "rounds.jsonl", text.encode())
 
     def read_rounds(self) -> list[dict]:
-        path = self.folder / "rounds.jsonl"
+        path = self._checked("rounds.jsonl")
         if not path.exists():
             return []
         return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
@@ -143,7 +144,7 @@ class RunRecord:
 
     def read_final(self, device: str | torch.device = "cpu") -> dict | None:
         """The finished run's final state (see :meth:`write_final`), or None."""
-        path = self.folder / FINAL_FILE
+        path = self._checked(FINAL_FILE)
         return _load(path, device, path) if path.exists() else None
 
     def read_latest(self, device: str | torch.device = "cpu") -> dict | None:
@@ -191,15 +192,25 @@ class RunRecord:
     def write_summary(self, summary: dict) -> None:
         write_json(self.folder / "summary.json", summary)
 
+    def seal(self) -> None:
+        """Write digest.json over the finished run's files (:mod:`.digest`): call after the summary."""
+        seal(self.folder)
+
     def read_summary(self) -> dict:
-        return read_json(self.folder / "summary.json")
+        return read_json(self._checked("summary.json"))
 
     def read_config(self) -> RunConfig:
-        return RunConfig.from_dict(read_json(self.folder / "config.json"))
+        return RunConfig.from_dict(read_json(self._checked("config.json")))
 
     def read_meta(self) -> dict:
-        path = self.folder / "meta.json"
+        path = self._checked("meta.json")
         return read_json(path) if path.exists() else {}
+
+    def _checked(self, name: str) -> Path:
+        """The path of the run's file ``name``, once it matches the run's seal (a sealed run's
+        edited or missing file is refused in one line; see :mod:`.digest`)."""
+        check_file(self.folder, name)
+        return self.folder / name
 
     # -------------------------------------------------------------- read helpers for people
     def rounds_logged(self) -> int:

@@ -118,6 +118,7 @@ def stored_as_old_code(trained: Path, root: Path, rounds: int | None = None, **c
     old = hash_with_unread_settings(cfg)
     folder = root / old
     shutil.copytree(trained, folder)
+    (folder / store.DIGEST_FILE).unlink()  # code of that time sealed nothing
     (folder / "config.json").write_text(cfg.to_json())
     summary = json.loads((folder / "summary.json").read_text())
     (folder / "summary.json").write_text(json.dumps({**summary, "config_hash": old}, indent=2, sort_keys=True))

@@ -4,7 +4,9 @@ Tolerance: parameters after one round within 1e-5 (absolute), round metrics with
 relative. The two paths sum in different orders, so they agree to float tolerance, not bitwise.
 """
 
+import json
 import math
+import os
 import warnings
 
 import pytest
@@ -240,3 +242,34 @@ def test_channels_last_with_batchnorm_stacks_everywhere_but_on_cuda():
     assert stacked.layout_reason(cuda, False, resnet) is None
     assert stacked.layout_reason(cuda, True, cnn) is None
     assert stacked.layout_reason(cpu, True, resnet) is None
+
+
+def test_the_stack_never_depends_on_the_memory_free_at_the_moment(tmp_path, monkeypatch):
+    """The same stacked BatchNorm config under two very different free-memory readings: the same
+    bits (the stack was sized from free memory once, and a run chose stacks of 3 then 1)."""
+    import os
+
+    real = os.sysconf
+    cfg = tiny_config(UNEQUAL_CLIENTS, model="resnet8", dataset_options={"image_shape": [3, 16, 16]},
+                      backend="stacked", rounds=1, max_train_samples=64, batch_size=8)
+    states = []
+    for free_pages in (1, 1 << 40):
+        monkeypatch.setattr(os, "sysconf", lambda name, free=free_pages: free if name == "SC_AVPHYS_PAGES" else real(name))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            result = engine.run(cfg, results_dir=tmp_path / str(free_pages), progress=False)
+        states.append(result.global_state())
+    assert all(torch.equal(states[0][k], states[1][k]) for k in states[0])
+
+
+def test_the_stack_budget_is_a_setting_or_a_share_of_total_memory_and_is_recorded(tmp_path, monkeypatch):
+    cpu = torch.device("cpu")
+    total = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    assert stacked.stack_memory(cpu) == int(total * stacked.MEMORY_FRACTION["cpu"])
+    monkeypatch.setenv(stacked.STACK_MEMORY_ENV, "123456789")
+    assert stacked.stack_memory(cpu) == 123456789
+    result = engine.run(tiny_config(rounds=1), results_dir=tmp_path, progress=False)
+    assert json.loads((result.folder / "meta.json").read_text())["environment"]["stack_memory"] == 123456789
+    monkeypatch.setenv(stacked.STACK_MEMORY_ENV, "8GiB")
+    with pytest.raises(FedlibError, match="FEDLIB_STACK_MEMORY='8GiB': give the bytes"):
+        stacked.stack_memory(cpu)

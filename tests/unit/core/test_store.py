@@ -70,7 +70,7 @@ def test_a_finished_run_keeps_no_resume_checkpoint_and_stays_small(tmp_path, met
     cfg = tiny_config(EIGHT_CLIENTS, method=method)
     result = quiet_run(cfg, tmp_path)
     folder = tmp_path / cfg.hash()
-    assert sorted(p.name for p in folder.iterdir()) == ["config.json", "final.pt", "meta.json",
+    assert sorted(p.name for p in folder.iterdir()) == ["config.json", "digest.json", "final.pt", "meta.json",
                                                         "rounds.jsonl", "summary.json"]
     # the model, SCAFFOLD's server variate c (one model's size) and small files; no per-client state
     bound = (2 if method == "scaffold" else 1) * model_bytes(cfg) + 64 * 1024
@@ -211,7 +211,7 @@ def test_a_process_killed_before_its_commit_leaves_one_loadable_checkpoint(tmp_p
     assert len(list(folder.glob(".checkpoint.pt.*.tmp"))) == 1
     resumed = quiet_run(cfg, tmp_path / "b")
     assert without_seconds(resumed.rounds) == without_seconds(reference.rounds)
-    assert sorted(p.name for p in folder.iterdir()) == ["config.json", "final.pt", "meta.json",
+    assert sorted(p.name for p in folder.iterdir()) == ["config.json", "digest.json", "final.pt", "meta.json",
                                                         "rounds.jsonl", "summary.json"]
 
 
@@ -454,6 +454,9 @@ def test_a_hand_edited_config_is_not_served(tmp_path):
     edited = json.loads(path.read_text())
     edited["lr"] = 0.5
     path.write_text(json.dumps(edited))
+    with pytest.raises(FedlibError, match="its config.json does not match its digest.json"):
+        quiet_run(cfg, tmp_path)
+    (path.parent / store.DIGEST_FILE).unlink()  # a run stored before sealing: its files are held against its hash
     with pytest.raises(FedlibError, match="hashes to"):
         quiet_run(cfg, tmp_path)
 
@@ -470,13 +473,16 @@ def test_corrupt_complete_entries_are_refused_in_one_line(tmp_path, name, conten
 
 
 def test_list_reports_a_corrupt_entry_and_goes_on(tmp_path, capsys):
-    good, bad = tiny_config(), tiny_config(seed=2)
-    quiet_run(good, tmp_path)
-    quiet_run(bad, tmp_path)
-    (tmp_path / bad.hash() / "config.json").write_text("{not json")
+    good, bad, edited = tiny_config(), tiny_config(seed=2), tiny_config(seed=3)
+    for cfg in (good, bad, edited):
+        quiet_run(cfg, tmp_path)
+    (tmp_path / bad.hash() / store.DIGEST_FILE).unlink()  # stored before sealing
+    for cfg in (bad, edited):
+        (tmp_path / cfg.hash() / "config.json").write_text("{not json")
     assert cli.main(["list", "--results", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     assert f"{bad.hash()}  corrupt" in out and f"{good.hash()}  done" in out
+    assert f"{edited.hash()}  damaged" in out and "its config.json does not match" in out
 
 
 def test_provenance_records_backend_and_threads(tmp_path):
@@ -512,7 +518,7 @@ def test_a_published_run_is_served_from_the_reference_store_without_checkpoint(t
     work = tmp_path / "work"
     result = engine.run(cfg, results_dir=work, progress=False)
     folder = store.publish(store.RunRecord(result.folder))
-    assert sorted(p.name for p in folder.iterdir()) == sorted(store.REFERENCE_FILES)
+    assert sorted(p.name for p in folder.iterdir()) == sorted((*store.REFERENCE_FILES, store.DIGEST_FILE))
     served = engine.run(cfg, results_dir=tmp_path / "fresh", progress=False)  # nothing stored there
     assert served.folder == folder and served.final_accuracy == result.final_accuracy
     assert not (tmp_path / "fresh").exists(), "served, not trained"
@@ -525,7 +531,7 @@ def test_a_run_published_with_its_model_serves_the_model(tmp_path, reference, mo
     cfg = tiny_config(rounds=2)
     result = engine.run(cfg, results_dir=tmp_path / "work", progress=False)
     folder = store.publish(store.RunRecord(result.folder), with_model=True)
-    assert sorted(p.name for p in folder.iterdir()) == sorted((*store.REFERENCE_FILES, store.FINAL_FILE))
+    assert sorted(p.name for p in folder.iterdir()) == sorted((*store.REFERENCE_FILES, store.FINAL_FILE, store.DIGEST_FILE))
     served = engine.run(cfg, results_dir=tmp_path / "fresh", progress=False)
     assert served.folder == folder
     monkeypatch.setenv(store.MODEL_READS_ENV, str(tmp_path / "reads.txt"))  # how tools/lesson_store.py learns it
@@ -563,7 +569,7 @@ def test_a_tampered_reference_run_is_refused(tmp_path, reference):
     config = json.loads((folder / "config.json").read_text())
     config["lr"] = 0.5
     (folder / "config.json").write_text(json.dumps(config))
-    with pytest.raises(FedlibError, match="hashes to"):
+    with pytest.raises(FedlibError, match="its config.json does not match its digest.json"):
         engine.run(cfg, results_dir=tmp_path / "fresh", progress=False)
 
 

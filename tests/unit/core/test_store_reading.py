@@ -44,13 +44,37 @@ def damage_rounds(folder):
     (folder / "rounds.jsonl").write_text((folder / "rounds.jsonl").read_text() + "{not json\n")
 
 
+def unseal(folder):
+    """The run as code before sealing stored it: no digest.json (its files are checked against each other)."""
+    (folder / store.DIGEST_FILE).unlink()
+
+
 @pytest.mark.parametrize("damage, says", [
     (drop_a_round, "its summary counts 3 rounds but rounds.jsonl holds 2"),
     (edit_config, "its config.json hashes to"),
     (damage_meta, "its meta.json cannot be read"),
     (damage_rounds, "its rounds.jsonl cannot be read"),
 ])
-def test_list_and_show_call_a_damaged_run_damaged_in_one_line(finished, capsys, damage, says):
+def test_list_and_show_call_a_damaged_unsealed_run_damaged_in_one_line(finished, capsys, damage, says):
+    assert "  done  " in status_line(capsys, finished)
+    unseal(finished)
+    damage(finished)
+    line = status_line(capsys, finished)
+    assert "  damaged  " in line and says in line
+    assert cli.main(["show", finished.name, "--results", str(finished.parent)]) == 0
+    shown = capsys.readouterr().out
+    assert "damaged" in shown.splitlines()[0] and f"DAMAGED: {says}" in shown
+    assert cli.main(["show", finished.name, "--results", str(finished.parent), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["status"] == "damaged"
+
+
+@pytest.mark.parametrize("damage, says", [
+    (drop_a_round, "its rounds.jsonl does not match its digest.json"),
+    (edit_config, "its config.json does not match its digest.json"),
+    (damage_meta, "its meta.json does not match its digest.json"),
+    (damage_rounds, "its rounds.jsonl does not match its digest.json"),
+])
+def test_list_and_show_call_an_edited_sealed_run_damaged_naming_the_file(finished, capsys, damage, says):
     assert "  done  " in status_line(capsys, finished)
     damage(finished)
     line = status_line(capsys, finished)
