@@ -4,7 +4,8 @@ The package is a house of layers, one subpackage each, ground floor first; a mod
 its own layer and the layers below it (docs/ARCHITECTURE.md has the picture and a glossary;
 tests/unit/test_architecture.py enforces it):
 
-- ``fedlib.errors``, ``fedlib.yaml_input`` -- the ground floor: one-line errors, strict YAML
+- ``fedlib.errors``, ``fedlib.yaml_input``, ``fedlib.folders`` -- the ground floor: one-line errors, strict
+  YAML, the folders a user names
 - :mod:`fedlib.datasets`      -- datasets as uint8 tensors, checks, client partitions, augmentation
 - :mod:`fedlib.measures`      -- plain tensor functions: per-class accuracies, PKD's weak classes
 - :mod:`fedlib.core` and :mod:`fedlib.algorithms` -- the run: models, RunConfig, run state, the

@@ -109,13 +109,29 @@ def _joined_short_runs(parts: list[type], method_args: dict, rounds: int) -> tup
 
 def canonical_method(method: str) -> str:
     """The one spelling of a method string: parts stripped, aliases resolved, FedAvg parts of a
-    composition dropped (``" feded + fedavg "`` -> ``"fedvls"``); unknown names are left as they
-    are for the validation to report. Part order is kept (it orders the accumulating hooks)."""
+    composition dropped (``" feded + fedavg "`` -> ``"fedvls"``), and the parts of a composition in
+    one order (``fedprox+fedlmd`` -> ``fedlmd+fedprox``, see :func:`part_order`) unless a part's
+    ``order_matters`` says why its order changes what is computed (MOON); unknown names are left
+    as they are for the validation to report."""
     parts = [part.strip() for part in method.split("+")]
     _load_all()
     parts = [_ALIASES.get(part, part) for part in parts]
     kept = [part for part in parts if part != "fedavg"] or ["fedavg"]
+    if all(part in _REGISTRY for part in kept) and not any(_REGISTRY[part].order_matters for part in kept):
+        kept.sort(key=part_order)
     return "+".join(kept)
+
+
+def part_order(name: str) -> tuple[int, str]:
+    """Where part ``name`` stands in a composition: by the first of the exclusive hooks (in the
+    contract's order: loss, penalty, before_step, train_step, aggregate, ...) it takes over, so
+    the local objective's parts come first and the server's last (``fedlmd+fedprox+fedavgm``,
+    ``fedvls+fedexp``), as the stored runs have them. Two parts cannot share an exclusive hook;
+    the name breaks any other tie. The hooks every part runs (setup, client_context, ...) then
+    run in this order, which changes nothing unless a part says ``order_matters``."""
+    klass = _REGISTRY[name]
+    owned = [i for i, hook in enumerate(klass.exclusive_hooks) if klass.hook_owner(hook) is not None]
+    return (min(owned, default=len(klass.exclusive_hooks)), name)
 
 
 def method_class(method: str) -> type:

@@ -47,6 +47,8 @@ class MOON(Algorithm):
     paper = "Li et al., CVPR 2021"
     defaults = {"mu": 0.01, "tau": 0.5, "projection_head": False}
     ranges = {"mu": NON_NEGATIVE, "tau": POSITIVE}
+    # the head's initial weights are kept: a part whose setup draws first would change them
+    order_matters = "its setup draws the projection head's initial weights from the global random stream"
 
     @classmethod
     def short_run(cls, method_args: dict, rounds: int) -> tuple[dict, int, str]:

@@ -20,6 +20,7 @@ import warnings
 from typing import Any, Sequence
 
 from fedlib.errors import FedlibError, explain
+from fedlib.folders import check_environment, user_folder
 
 # ``fedlib run``'s defaults where they depart from RunConfig's (which stay as they are: they key the
 # runs the notebooks store): the setting the papers share, so a first run learns.
@@ -285,11 +286,31 @@ NOT_A_RUN = {
 }
 
 
-def grid_namespaces(ns: argparse.Namespace) -> list[argparse.Namespace]:
-    """One namespace per combination of the ``--grid OPTION=V1,V2`` values (typed as the option is)."""
+def given_options(parser: argparse.ArgumentParser, argv: Sequence[str]) -> set[str]:
+    """The destinations of the options ``argv`` gives ``parser`` (``--rounds 5``, ``--rounds=5``, or
+    an abbreviation argparse accepts, ``--round 5``)."""
+    strings = {s: a.dest for a in parser._actions for s in a.option_strings}
+    given = set()
+    for token in argv:
+        if token == "--":
+            break
+        name = token.split("=", 1)[0]
+        if not name.startswith("-"):
+            continue
+        matches = [name] if name in strings else [s for s in strings if name.startswith("--") and s.startswith(name)]
+        if len(matches) == 1:
+            given.add(strings[matches[0]])
+    return given
+
+
+def grid_namespaces(ns: argparse.Namespace, argv: Sequence[str] = ()) -> list[argparse.Namespace]:
+    """One namespace per combination of the ``--grid OPTION=V1,V2`` values (typed as the option is).
+    An option that ``argv`` (the command line) also gives outside the grid is an error: the grid
+    would override it without a word."""
     import itertools
 
     actions = {a.dest: a for a in ns.parser._actions if a.option_strings}
+    given = given_options(ns.parser, argv)
     axes = []
     for pair in ns.grid:
         option, sep, values = pair.partition("=")
@@ -302,6 +323,9 @@ def grid_namespaces(ns: argparse.Namespace) -> list[argparse.Namespace]:
         if dest in NOT_A_RUN:
             raise FedlibError(f"--grid {option.strip()}: {NOT_A_RUN[dest]}; a grid varies what a run computes "
                               "(give the option once, outside --grid)")
+        if dest in given and dest != "method_arg":  # --method-arg adds to the given ones (a key twice is refused)
+            raise FedlibError(f"--grid {option.strip()} and {action.option_strings[-1]} both set {dest}; give it "
+                              "in one place")
         try:
             axes.append((dest, [action.type(v) if action.type else v for v in items]))
         except ValueError:
@@ -315,14 +339,14 @@ def grid_namespaces(ns: argparse.Namespace) -> list[argparse.Namespace]:
     return namespaces
 
 
-def _cmd_sweep(ns: argparse.Namespace) -> int:
+def _cmd_sweep(ns: argparse.Namespace, argv: Sequence[str] = ()) -> int:
     from fedlib.orchestration.executor import FAILED, execute
 
     if ns.no_store:
         raise FedlibError("fedlib sweep trains into the results store; leave out --no-store")
     if ns.workers is not None and ns.workers < 1:
         raise FedlibError(f"--workers must be >= 1, got {ns.workers}")
-    configs = [config_from_args(variant) for variant in grid_namespaces(ns)]
+    configs = [config_from_args(variant) for variant in grid_namespaces(ns, argv)]
     outcomes = execute(configs, executor=ns.executor, workers=ns.workers, threads=ns.threads, results_dir=ns.results,
                        address=ns.address, progress=not ns.quiet, verbose=ns.verbose)
     if ns.json:
@@ -522,12 +546,12 @@ def _one_line_warning(message, category, filename, lineno, line=None) -> str:
 
 
 def _check_folders(ns: argparse.Namespace) -> None:
-    """An empty folder option (``--results ''``) names no folder: one line, not the default."""
-    for name, option in (("results", "--results"), ("data", "--data"), ("out", "--out")):
+    """An empty folder option (``--results ''``) names no folder: one line, not the default; a
+    leading ``~`` is the home folder (:func:`fedlib.folders.user_folder`)."""
+    for name in ("results", "data", "out"):
         value = getattr(ns, name, None)
-        if value is not None and not str(value).strip():
-            raise FedlibError(f"{option} {value!r} names no folder; give a folder" +
-                              ("" if name == "out" else f", or leave {option} out for the default"))
+        if value is not None:
+            setattr(ns, name, str(user_folder(value, f"--{name}", has_default=name != "out")))
     data = getattr(ns, "data", None)
     if data is not None and not os.path.isdir(data):
         raise FedlibError(f"--data {data}: no such folder")
@@ -547,9 +571,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _main(argv: list[str]) -> int:
     try:
         ns = _build_parser().parse_args(argv)
+        check_environment()
         _check_folders(ns)
-        if ns.command == "run":
-            return _cmd_run(ns, argv)
+        if ns.command in ("run", "sweep"):
+            return (_cmd_run if ns.command == "run" else _cmd_sweep)(ns, argv)
         handler = {"sweep": _cmd_sweep, "list": _cmd_list, "show": _cmd_show, "export": _cmd_export,
                    "methods": _cmd_methods, "migrate": _cmd_migrate}[ns.command]
         return handler(ns)

@@ -9,6 +9,7 @@ on a GPU machine is found again when a notebook renders on a laptop.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import json
 import os
@@ -18,6 +19,7 @@ from typing import Any
 from fedlib.algorithms import canonical_method, check_method, method_class, resolve_hparams
 from fedlib.core.determinism import default_deterministic
 from fedlib.errors import FedlibError, one_of
+from fedlib.folders import user_folder
 
 # Bump when a change in fedlib alters what an existing config computes; old results are then
 # recomputed instead of being returned from the store.
@@ -106,6 +108,9 @@ class RunConfig:
         object.__setattr__(self, "method_args", dict(self.method_args or {}))
         options = {k: v for k, v in (self.dataset_options or {}).items() if (k, v) != ("split", "standard")}
         object.__setattr__(self, "dataset_options", dict(sorted(options.items())))  # the default split is no option
+        for name in ("data_dir", "results_dir"):  # ~ is the home folder; a blank folder is an error, not the default
+            if isinstance(getattr(self, name), (str, os.PathLike)):
+                object.__setattr__(self, name, str(user_folder(getattr(self, name), name)))
         validate(self)
         _canonicalise(self)
 
@@ -206,13 +211,38 @@ def _canonicalise(cfg: RunConfig) -> None:
         if str(item.type) == "float" and isinstance(value, int):
             object.__setattr__(cfg, item.name, float(value))
     object.__setattr__(cfg, "method_args", typed_method_args(cfg.method, cfg.method_args, cfg.dataset))
-    from fedlib.datasets.data_check import split_sizes
-
-    sizes = split_sizes(cfg.dataset, cfg.dataset_options)
+    if cfg.max_train_samples is None and cfg.max_test_samples is None:
+        return
+    sizes = uncapped_sizes(cfg.dataset, cfg.dataset_options)
     if sizes is not None:
         for name, size in zip(("max_train_samples", "max_test_samples"), sizes):
             if getattr(cfg, name) is not None and getattr(cfg, name) >= size:
                 object.__setattr__(cfg, name, None)
+
+
+BUNDLED = ("digits", "synthetic")  # made by fedlib itself: their sizes need no files
+
+
+def uncapped_sizes(dataset: str, dataset_options: dict) -> tuple[int, int] | None:
+    """(train, test) sizes a run trains and tests on before any cap: the published sizes
+    (``data_check.split_sizes``), or those a bundled dataset is made with under its options; None
+    where they vary with the copy on disk (FEMNIST, Office-Caltech-10)."""
+    from fedlib.datasets.data_check import split_sizes
+
+    sizes = split_sizes(dataset, dataset_options)
+    if sizes is None and dataset in BUNDLED:
+        sizes = _bundled_sizes(dataset, json.dumps(dataset_options, sort_keys=True))
+    return sizes
+
+
+@functools.lru_cache(maxsize=64)
+def _bundled_sizes(dataset: str, options: str) -> tuple[int, int]:
+    """The split sizes of bundled ``dataset`` made with ``options`` (JSON), split as they say."""
+    from fedlib.datasets import data
+
+    split, loader_options = data.split_option(json.loads(options))
+    made = data.apply_split(data.load_dataset(dataset, **loader_options), split, seed=0)
+    return len(made.train_y), len(made.test_y)
 
 
 def typed_method_args(method: str, args: dict[str, Any], dataset: str | None = None) -> dict[str, Any]:

@@ -35,11 +35,17 @@ ENV = "FEDLIB_DETERMINISTIC"  # "0" (or "false", "off", "no"): the speed opt-out
 CUBLAS_SETTING = ("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
 OPT_OUT = "deterministic=False (--nondeterministic, or $FEDLIB_DETERMINISTIC=0)"
 _OFF = ("0", "false", "off", "no")
+_ON = ("1", "true", "on", "yes")
 
 
 def default_deterministic() -> bool:
-    """The default of ``RunConfig.deterministic``: True unless ``$FEDLIB_DETERMINISTIC`` says off."""
-    return os.environ.get(ENV, "").strip().lower() not in _OFF
+    """The default of ``RunConfig.deterministic``: ``$FEDLIB_DETERMINISTIC`` read as a switch
+    (0/1, true/false, on/off, yes/no, any case), True when unset or blank; another value is one line."""
+    value = os.environ.get(ENV, "").strip().lower()
+    if value and value not in _ON + _OFF:
+        raise FedlibError(f"${ENV}={os.environ[ENV]!r} is no switch; set it to 1 or 0 (true/false, on/off, "
+                          "yes/no), or unset it for deterministic runs")
+    return value not in _OFF
 
 
 def configure(device: torch.device, deterministic: bool) -> dict[str, bool]:

@@ -19,6 +19,7 @@ import os
 import sys
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Sequence
 
 import torch
@@ -42,6 +43,7 @@ from fedlib.datasets.sources import FILES, DataSource
 from fedlib.datasets.data_check import counts
 from fedlib.datasets.partition import make_partition
 from fedlib.errors import FedlibError
+from fedlib.folders import check_environment, env_folder
 
 
 # ====================================================================== devices and data
@@ -258,10 +260,24 @@ def _meta(cfg: RunConfig, server: ServerState) -> dict:
             "environment": {**provenance.environment(), **precision_flags(server.device),
                             "stack_memory": stacked.stack_memory(server.device)},
             "device": str(server.device),
-            "dataset_source": server.data.dataset.source, "seed": cfg.seed,
+            "dataset_source": recorded_source(server.data.dataset.source, cfg.data_dir), "seed": cfg.seed,
             "method_hparams": server.hparams, "backend": cfg.backend,
             "data_fingerprint": server.data.dataset.fingerprint, "trained_data": counts(server.data.dataset),
             "data_identity": server.data.dataset.identity}
+
+
+def recorded_source(source: str, data_dir: str | None) -> str:
+    """Where the data came from as meta.json records it: a folder relative to the data folder that
+    holds it (``MNIST/raw``), else its name alone, so a committed run names no machine's path; a
+    source that is no folder (sklearn's digits, synthetic) as it is."""
+    if not Path(source).exists():
+        return source
+    path = Path(source).resolve()
+    cache = env_folder("FEDLIB_CACHE") or Path.home() / ".cache" / "fedlib"
+    for root in (data_dir, env_folder("FEDLIB_DATA"), cache / "data"):
+        if root is not None and path.is_relative_to(Path(root).resolve()):
+            return path.relative_to(Path(root).resolve()).as_posix()
+    return path.name
 
 
 def _checkpoint(record: store.RunRecord, server: ServerState, rounds: list[dict], seconds: float) -> None:
@@ -326,6 +342,7 @@ def run(cfg: RunConfig, *, hooks: Sequence[Observer] = (), progress: bool = True
     """
     if use_store and not source.real:
         raise FedlibError(f"a run on {source.describe()} is never stored: pass use_store=False")
+    check_environment()  # $FEDLIB_DATA, $FEDLIB_CACHE, ...: a blank one is one line, ~ the home folder
     record = store.RunRecord(store.run_dir(cfg, results_dir)) if use_store else None
     served = store.served_record(cfg, results_dir) if use_store and not hooks else None
     if served is not None:  # the reference store's run when it holds one (read-only, metrics only)

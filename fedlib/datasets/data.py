@@ -321,6 +321,6 @@ def _write_cache(path: Path, dataset: Dataset) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         torch.save(stored, temporary)
         os.replace(temporary, path)  # atomic: readers see the old file or the whole new one
-    except OSError as exc:
+    except (OSError, RuntimeError) as exc:  # torch.save reports a full disk as RuntimeError
         warnings.warn(f"fedlib could not write its dataset cache {path}: {exc}")
         temporary.unlink(missing_ok=True)

@@ -121,8 +121,8 @@ def execute(configs: Sequence[RunConfig], *, executor: str = "local", workers: i
 
 def _located(cfg: RunConfig, results_dir: str | os.PathLike | None) -> RunConfig:
     """``cfg`` with absolute results and data folders, so a worker anywhere writes the same store."""
-    root = store.results_root(results_dir or cfg.results_dir).expanduser().resolve()
-    data_dir = str(Path(cfg.data_dir).expanduser().resolve()) if cfg.data_dir else None
+    root = store.results_root(results_dir if results_dir is not None else cfg.results_dir).resolve()
+    data_dir = str(Path(cfg.data_dir).resolve()) if cfg.data_dir else None
     return cfg.replace(results_dir=str(root), data_dir=data_dir)
 
 

@@ -44,6 +44,7 @@ from typing import Iterable, Sequence
 from fedlib.core import store
 from fedlib.core.config import RunConfig
 from fedlib.core.store.provenance import cpu_model
+from fedlib.folders import env_folder
 
 RATIO_KIND = ("cifar10", "cnn2")  # where a method's cost relative to FedAvg is measured
 PROBE_CLIENTS = 2  # a probe trains on each of this many clients (more where the method needs them)
@@ -413,7 +414,7 @@ class ProbeCache:
 
 
 def _cache_root() -> Path:
-    return Path(os.environ.get("FEDLIB_CACHE") or Path.home() / ".cache" / "fedlib")
+    return env_folder("FEDLIB_CACHE") or Path.home() / ".cache" / "fedlib"
 
 
 def _read_json(path: Path) -> dict:

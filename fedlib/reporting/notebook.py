@@ -44,6 +44,7 @@ from pathlib import Path
 import yaml
 
 from fedlib.errors import FedlibError, explain, one_of
+from fedlib.folders import check_environment, user_folder
 from fedlib.reporting.parameters import check_parameters
 from fedlib.yaml_input import load_yaml
 
@@ -66,12 +67,24 @@ def find_root(stem: str) -> Path:
                       "run it from its repository")
 
 
+def read_profile_file(path: Path):
+    """The YAML of the profile file ``path`` (None when there is none); a folder in its place or
+    text that is not UTF-8 is one line."""
+    if not path.exists():
+        return None
+    if not path.is_file():
+        raise FedlibError(f"{path} is not a file; a profile file holds YAML")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise FedlibError(f"{path} is not UTF-8 text (byte {exc.start}); save it as UTF-8") from None
+    return load_yaml(text, str(path))
+
+
 def load_profiles(profiles_dir: Path, stem: str) -> dict[str, dict]:
     """Profile name -> parameters from ``profiles_dir/<stem>.yaml``; empty if there is no file."""
     path = Path(profiles_dir) / f"{stem}.yaml"
-    if not path.exists():
-        return {}
-    profiles = load_yaml(path.read_text(encoding="utf-8"), str(path)) or {}
+    profiles = read_profile_file(path) or {}
     if not isinstance(profiles, dict):
         raise FedlibError(f"{path} must map profile names to parameter mappings; fix the YAML")
     for name, params in profiles.items():
@@ -81,6 +94,9 @@ def load_profiles(profiles_dir: Path, stem: str) -> dict[str, dict]:
             raise FedlibError(f"{path}: profile {name!r} must be a mapping of parameters")
         if params and not all(isinstance(key, str) for key in params):
             raise FedlibError(f"{path}: profile {name!r} has a parameter name that is not a string")
+        if params and "profile" in params:  # the section is the profile: a profile key in it would be ignored
+            raise FedlibError(f"{path}: profile {name!r} sets profile; a profile section cannot choose another "
+                              "profile, drop that key")
     for name, params in profiles.items():
         note = (params or {}).get(NOTE_KEY)
         if note is not None and not isinstance(note, str):
@@ -95,7 +111,7 @@ def profile_note(profiles_dir: Path, stem: str, profile: str | None) -> str | No
     if profile is None or not path.exists():
         return None
     load_profiles(profiles_dir, stem)  # checks the file and the note's kind
-    section = (load_yaml(path.read_text(encoding="utf-8"), str(path)) or {}).get(profile) or {}
+    section = (read_profile_file(path) or {}).get(profile) or {}
     return section.get(NOTE_KEY)
 
 
@@ -226,10 +242,10 @@ def resolve_parameters(stem: str, values: dict, passed: dict, root: Path | None 
     from_profile = {name: value for name, value in from_profile.items() if name not in kept}
     resolved = {**values, **from_profile, **passed}
     for name, value in resolved.items():
-        if name.endswith("_dir") and value not in (None, ""):
-            resolved[name] = str(repo_path(value, root))
+        if name.endswith("_dir") and value is not None:  # a blank folder is an error, not the default
+            resolved[name] = str(repo_path(user_folder(value, name), root))
     for kind in ("figures", "tables"):
-        if f"{kind}_dir" in resolved and resolved[f"{kind}_dir"] in (None, ""):
+        if f"{kind}_dir" in resolved and resolved[f"{kind}_dir"] is None:
             resolved[f"{kind}_dir"] = str(output_folder(root, profile, kind))
     return resolved
 
@@ -298,6 +314,7 @@ def apply_profile(stem: str, namespace: dict) -> dict:
     _one_line_errors(shell)
     _readable_numbers(shell)
     _short_warnings(shell)
+    check_environment()
     root = find_root(stem)
     notebook = root / "notebooks" / f"{stem}.ipynb"
     declared = cell_defaults(notebook)

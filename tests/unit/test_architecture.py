@@ -22,7 +22,7 @@ PACKAGE = Path(fedlib.__file__).parent
 # it is a package other than fedlib itself, every module under it. The ground floor is the only
 # one outside a subpackage (with ``python -m fedlib``'s __main__, which is the command line).
 LAYERS = [
-    ("ground", {"fedlib", "fedlib.errors", "fedlib.yaml_input"}),
+    ("ground", {"fedlib", "fedlib.errors", "fedlib.yaml_input", "fedlib.folders"}),
     ("datasets", {"fedlib.datasets"}),
     ("measures", {"fedlib.measures"}),
     ("run", {"fedlib.core", "fedlib.algorithms"}),

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from fedlib.core.config import RunConfig
 from fedlib.errors import FedlibError
+from fedlib.folders import env_folder, user_folder
 
 DEFAULT_RESULTS = "results"
 # the committed, read-only store of finished full-scale runs (metrics only, no checkpoints); a run it
@@ -20,22 +21,22 @@ WRITE_REFERENCE_ENV = "FEDLIB_WRITE_REFERENCE"  # =1: let runs train into the re
 
 
 def results_root(results_dir: str | os.PathLike | None = None) -> Path:
-    """Where results live: the argument, else $FEDLIB_RESULTS, else ./results."""
-    return Path(results_dir or os.environ.get("FEDLIB_RESULTS") or DEFAULT_RESULTS)
+    """Where results live: the argument, else $FEDLIB_RESULTS, else ./results (``~`` expanded; a
+    blank folder is an error, not the default)."""
+    return user_folder(results_dir, "results folder") or env_folder("FEDLIB_RESULTS") or Path(DEFAULT_RESULTS)
 
 
 def run_dir(cfg: RunConfig, results_dir: str | os.PathLike | None = None) -> Path:
     """The folder that holds (or will hold) the results of ``cfg``."""
-    return results_root(results_dir or cfg.results_dir) / cfg.hash()
+    return results_root(results_dir if results_dir is not None else cfg.results_dir) / cfg.hash()
 
 
 def reference_root() -> Path | None:
     """The read-only reference store ($FEDLIB_REFERENCE, else reference_results/ of this checkout;
     ``FEDLIB_REFERENCE=off`` disables it)."""
-    value = os.environ.get(REFERENCE_ENV)
-    if value == "off":
+    if os.environ.get(REFERENCE_ENV) == "off":
         return None
-    return Path(value) if value else REFERENCE_RESULTS
+    return env_folder(REFERENCE_ENV) or REFERENCE_RESULTS
 
 
 def analysis_cache(results_dir: str | os.PathLike | None, folder: str, name: str) -> Path:

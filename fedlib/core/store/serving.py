@@ -25,7 +25,7 @@ def reference_record(cfg: RunConfig, results_dir: str | os.PathLike | None = Non
     record = None if root is None else RunRecord(root / cfg.hash())
     if record is not None and record.complete:
         return record
-    hint_unmigrated(cfg, [results_root(results_dir or cfg.results_dir)] + ([root] if root is not None else []))
+    hint_unmigrated(cfg, [results_root(results_dir if results_dir is not None else cfg.results_dir)] + ([root] if root is not None else []))
     return None
 
 

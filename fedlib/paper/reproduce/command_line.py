@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Sequence
 
 from fedlib.errors import FedlibError, explain
+from fedlib.folders import check_environment
 from fedlib.paper.reproduce.declared import dry_run_notebooks, execute_declared_runs, plan_notebooks
 from fedlib.paper.reproduce.notebook_listing import format_listing
 from fedlib.paper.reproduce.runner import format_run, format_summary, run_notebooks
@@ -154,6 +155,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     notebooks_dir = Path(args.notebooks_dir or REPO_ROOT / "notebooks").resolve()
     profiles_dir = Path(args.profiles_dir or notebooks_dir.parent / "profiles")
     try:
+        check_environment()
         _check_options(args)
         if args.threads is not None:  # the kernels' runs train with it (resources.cap_threads reads it there)
             from fedlib.orchestration.resources import THREADS_ENV

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from fedlib.errors import FedlibError
+from fedlib.folders import user_folder
 from fedlib.paper.reproduce.declared import declared_plan
 from fedlib.paper.reproduce.kernel import QUIET_KERNEL, check_kernel, default_kernel, fedlib_importable, publishing_env
 from fedlib.paper.reproduce.output_index import index_outputs
@@ -72,9 +73,10 @@ def run_notebooks(
     notebooks, profiles, overrides, root = select_notebooks(profile, only, notebooks_dir, profiles_dir, device,
                                                             data_dir, results_dir, figures_dir, tables_dir,
                                                             publish=publish, parameters=parameters)
+    out_dir = user_folder(out_dir, "--out") or root / "output" / profile
+    check_out_folder(out_dir, Path(notebooks_dir) if notebooks_dir else root / "notebooks")
     kernel = kernel or default_kernel()
     check_kernel(kernel)
-    out_dir = Path(out_dir or root / "output" / profile)
     out_dir.mkdir(parents=True, exist_ok=True)
     if show_plan:
         from fedlib.paper.plan import format_plan
@@ -101,6 +103,18 @@ def run_notebooks(
             if report is not None:
                 report(runs[-1])
     return runs
+
+
+def check_out_folder(out_dir: Path, notebooks_dir: Path) -> None:
+    """Refuse an ``--out`` folder that is, lies inside or holds the notebooks folder (``notebooks_dir``
+    or this checkout's): executed copies there would overwrite or sit among the committed notebooks,
+    as writing the committed figures/ and tables/ needs --publish (reporting.notebook.check_unpublished)."""
+    out = Path(out_dir).resolve()
+    for folder in {Path(notebooks_dir).resolve(), (REPO_ROOT / "notebooks").resolve()}:
+        if out == folder or folder in out.parents or out in folder.parents:
+            where = "is" if out == folder else "lies inside" if folder in out.parents else "holds"
+            raise FedlibError(f"--out {out_dir} {where} the notebooks folder {folder}; executed notebooks go "
+                              "elsewhere (leave --out out for output/<profile>/)")
 
 
 def render_skip_reason(notebook: Path, entry: dict | None, overrides: dict, root: Path = REPO_ROOT) -> str | None:

@@ -15,6 +15,7 @@ from typing import Sequence
 import yaml
 
 from fedlib.errors import FedlibError, one_of
+from fedlib.folders import user_folder
 from fedlib.reporting.notebook import REPO_ROOT, check_unpublished, load_profiles, repo_path
 
 STANDARD_PROFILES = ("smoke", "quick", "paper")
@@ -56,8 +57,10 @@ def _matching(notebooks: list[Path], pattern: str) -> list[Path]:
     return [nb for nb in notebooks if pattern in nb.stem]
 
 
-def _absolute(path: str | os.PathLike | None) -> str | None:
-    return None if path is None else str(Path(path).expanduser().resolve())
+def _absolute(path: str | os.PathLike | None, name: str) -> str | None:
+    """``path`` (the option ``name``) made absolute against where you stand, ``~`` expanded."""
+    folder = user_folder(path, name)
+    return None if folder is None else str(folder.resolve())
 
 
 def build_overrides(
@@ -81,7 +84,8 @@ def build_overrides(
     if device is not None:
         overrides["device"] = device
     folders = {"data_dir": data_dir, "results_dir": results_dir, "figures_dir": figures_dir, "tables_dir": tables_dir}
-    overrides.update({name: _absolute(folder) for name, folder in folders.items() if folder is not None})
+    overrides.update({name: _absolute(folder, f"--{name[:-4]}") for name, folder in folders.items()
+                      if folder is not None})
     return overrides
 
 
@@ -91,6 +95,8 @@ def parse_parameters(pairs: Sequence[Sequence[str]] | None) -> dict:
     ``2026-11-23`` included)."""
     parameters = {}
     for name, text in pairs or ():
+        if not text.strip():  # YAML reads it as null: a value left out by mistake would run the default
+            raise FedlibError(f"-p {name} {text!r} gives no value; give one, or write null for None")
         try:
             value = yaml.safe_load(text)
         except yaml.YAMLError as error:

@@ -76,3 +76,35 @@ def test_from_yaml_bad_input_is_one_line(text, says):
 def test_a_non_finite_method_argument_is_refused(value):
     with pytest.raises(FedlibError, match="outside its allowed range"):
         RunConfig(method="fedprox", method_args={"mu": value})
+
+
+@pytest.mark.parametrize("given, stored", [
+    ("fedprox+fedlmd", "fedlmd+fedprox"), ("fedavgm+fedprox+fedlmd", "fedlmd+fedprox+fedavgm"),
+    ("fedavgm+fedlmd", "fedlmd+fedavgm"), ("fedexp+fedvls", "fedvls+fedexp"), ("fedsam+feded", "fedvls+fedsam"),
+])
+def test_a_combination_in_any_order_is_one_run_spelt_as_the_stored_runs_are(given, stored):
+    cfg = RunConfig(dataset="digits", model="mlp", method=given)
+    assert cfg.method == stored
+    assert cfg.hash() == RunConfig(dataset="digits", model="mlp", method=stored).hash()
+
+
+def test_a_combination_with_moon_keeps_its_order():
+    # MOON's setup draws its projection head from the global random stream: a part before it changes the head
+    assert RunConfig(dataset="digits", model="mlp", method="scaffold+moon").method == "scaffold+moon"
+    assert RunConfig(dataset="digits", model="mlp", method="moon+scaffold").method == "moon+scaffold"
+
+
+@pytest.mark.parametrize("dataset, options, cap, test_cap", [
+    ("digits", {}, 100000, None), ("digits", {}, 1437, 360), ("digits", {"test_size": 797}, 1000, None),
+    ("digits", {"split": "holdout_10"}, 1437, None), ("synthetic", {}, 10 ** 6, 200),
+])
+def test_a_cap_on_a_bundled_dataset_that_caps_nothing_is_no_cap(dataset, options, cap, test_cap):
+    cfg = RunConfig(dataset=dataset, model="mlp", dataset_options=options, max_train_samples=cap,
+                    max_test_samples=test_cap)
+    assert (cfg.max_train_samples, cfg.max_test_samples) == (None, None)
+    assert cfg.hash() == RunConfig(dataset=dataset, model="mlp", dataset_options=options).hash()
+
+
+def test_a_cap_on_digits_that_caps_keeps_its_own_hash():
+    assert RunConfig(dataset="digits", model="mlp", max_train_samples=1436).max_train_samples == 1436
+    assert RunConfig(dataset="digits", model="mlp", max_test_samples=359).max_test_samples == 359

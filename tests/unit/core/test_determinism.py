@@ -145,3 +145,16 @@ def test_a_cuda_run_turns_deterministic_kernels_on_and_records_it(tmp_path, dete
         meta = json.loads((result.folder / "meta.json").read_text())
         assert meta["environment"]["deterministic"] is flag
         assert torch.backends.cudnn.deterministic is before  # put back after the run
+
+
+@pytest.mark.parametrize("value, expected", [("YES", True), (" On ", True), ("No", False), ("   ", True)])
+def test_the_environment_reads_every_spelling_of_a_switch(monkeypatch, value, expected):
+    monkeypatch.setenv(determinism.ENV, value)
+    assert RunConfig().deterministic is expected
+
+
+@pytest.mark.parametrize("value", ["maybe", "2", "deterministic"])
+def test_an_environment_value_that_is_no_switch_is_one_line(monkeypatch, value):
+    monkeypatch.setenv(determinism.ENV, value)
+    with pytest.raises(FedlibError, match=f"FEDLIB_DETERMINISTIC='{value}' is no switch"):
+        RunConfig()

@@ -142,6 +142,8 @@ def test_fedlib_run_refuses_the_committed_reference_store(tmp_path, capsys, monk
     (["sweep", "--dataset", "digits", "--grid", "device=cpu,cuda"], "it says where a run happens"),
     (["sweep", "--dataset", "digits", "--grid", "results=a,b"], "it says where a run happens"),
     (["sweep", "--dataset", "digits", "--grid", "workers=1,2"], "an option of the sweep itself"),
+    (["sweep", "--dataset", "digits", "--rounds", "5", "--grid", "rounds=2,3"], "--grid rounds and --rounds both set"),
+    (["sweep", "--dataset", "digits", "--round=5", "--grid", "rounds=2,3"], "--grid rounds and --rounds both set"),
     (["run", "--method", "fedlc", "--method-arg", "tau=0"], "outside its allowed range"),
     (["run", "--method", "pkd", "--rounds", "5"], "never leaves its warm-up"),
 ])
@@ -164,3 +166,9 @@ def test_reproduce_refuses_bad_counts_and_empty_folders_in_one_line(capsys, argv
     assert reproduce.main(["--only", "getting_started", *argv]) == 2
     err = capsys.readouterr().err
     assert says in err and err.count("\n") == 1, err
+
+
+def test_a_grid_over_an_option_given_nowhere_else_keeps_the_others():
+    argv = ["sweep", "--dataset", "digits", "--lr", "0.1", "--grid", "lr-decay=0.9,1"]  # --lr is no --lr-decay
+    variants = cli.grid_namespaces(cli._build_parser().parse_args(argv), argv)
+    assert [(v.lr, v.lr_decay) for v in variants] == [(0.1, 0.9), (0.1, 1.0)]

@@ -464,3 +464,18 @@ def test_ctrl_c_is_one_line_saying_how_to_go_on(monkeypatch, capsys):
     assert reproduce.main(["--only", "getting_started"]) == 130
     err = capsys.readouterr().err.strip()
     assert "\n" not in err and err.startswith("interrupted: run the same command again") and "Traceback" not in err
+
+
+@pytest.mark.parametrize("out", ["notebooks", "notebooks/executed", "."])
+def test_an_out_folder_at_in_or_around_the_notebooks_is_refused(repo: Path, capsys, out):
+    before = (repo / "notebooks" / "fig1_good.ipynb").read_bytes()
+    assert cli(repo, "--only", "good", "--out", str(repo / out)) == 2
+    error = capsys.readouterr().err.strip()
+    assert len(error.splitlines()) == 1 and "the notebooks folder" in error, error
+    assert (repo / "notebooks" / "fig1_good.ipynb").read_bytes() == before
+    assert not (repo / "notebooks" / "executed").exists()
+
+
+def test_an_empty_parameter_value_is_refused_not_read_as_none():
+    with pytest.raises(FedlibError, match="-p results_dir '' gives no value"):
+        command_line.parse_parameters([("results_dir", "")])
