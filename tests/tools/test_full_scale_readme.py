@@ -195,6 +195,7 @@ def _diverge(tmp_path, monkeypatch, notebook, cell, seed):
     record = fsr.RunRecord(store / config.hash())
     assert record.complete  # a stored run of the committed table, now diverged
     record.write_summary({**record.read_summary(), "diverged": True})
+    record.seal()  # stored that way, not edited afterwards
     source = tables / fsr.SOURCES[notebook]
     frame = pd.read_csv(source)
     method, dataset, setting = cell

@@ -35,6 +35,7 @@ def test_a_changed_number_is_reported_with_its_round(tmp_path, monkeypatch, caps
     rounds = [json.loads(line) for line in (folder / "rounds.jsonl").read_text().splitlines()]
     rounds[1]["loss"] = rounds[1]["loss"] + 1e-6
     (folder / "rounds.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rounds))
+    store.seal(folder)  # a stored run whose numbers differ, not an edit after it was sealed
     try:
         assert verify_reference.main([cfg.hash(), "--reference", str(tmp_path / "reference"), "--record"]) == 1
     finally:
@@ -64,6 +65,7 @@ def test_a_nondeterministic_cuda_run_is_reported_not_failed(tmp_path, monkeypatc
     rounds = [json.loads(line) for line in (folder / "rounds.jsonl").read_text().splitlines()]
     rounds[1]["loss"] = rounds[1]["loss"] + 0.25  # drifted, as such a run may
     (folder / "rounds.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rounds))
+    store.seal(folder)  # a stored run whose numbers differ, not an edit after it was sealed
     try:
         assert verify_reference.main([cfg.hash(), "--reference", str(tmp_path / "reference"), "--record"]) == 0
     finally:

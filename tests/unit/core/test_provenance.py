@@ -28,6 +28,7 @@ def fake_run(folder, cfg, accuracies, meta=None, diverged=False):
                           "best_accuracy": max(accuracies), "best_round": 0, "final_loss": 1.0,
                           "class_accuracy": [accuracies[-1]], "class_names": ["0"], "rounds_run": len(rounds),
                           "train_seconds": 1.0, "diverged": diverged})
+    record.seal()  # as a finished run is
     return record
 
 
@@ -160,6 +161,7 @@ def test_a_working_run_equal_but_for_wall_time_is_shadowed_silently(tmp_path, re
     working = fake_run(tmp_path / "work" / cfg.hash(), cfg, [0.4, 0.5])
     rounds = working.read_rounds()
     working.write_rounds([{**r, "seconds": r["seconds"] + 7} for r in rounds])
+    working.seal()  # a run that took longer, not an edit
     published = fake_run(reference / cfg.hash(), cfg, [0.4, 0.5])
     with warnings.catch_warnings():
         warnings.simplefilter("error", store.ProvenanceWarning)
@@ -224,8 +226,9 @@ def test_a_cuda_run_turns_tf32_off_and_records_it(tf32_flags, monkeypatch):
     engine.fp32_on_cuda(torch.device("cuda"))
     assert not torch.backends.cudnn.allow_tf32 and not torch.backends.cuda.matmul.allow_tf32
     monkeypatch.setattr(engine, "counts", lambda dataset: {})  # the fake server below holds no data to count
+    monkeypatch.setattr(engine.stacked, "stack_memory", lambda device: 1 << 30)  # no card to ask
     server = SimpleNamespace(device=torch.device("cuda"), hparams={},
-                             data=SimpleNamespace(dataset=SimpleNamespace(source="x", fingerprint=None)))
+                             data=SimpleNamespace(dataset=SimpleNamespace(source="x", fingerprint=None, identity="")))
     assert engine._meta(tiny_config(), server)["environment"]["tf32"] is False
 
 
