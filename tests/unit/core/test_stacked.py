@@ -141,6 +141,24 @@ def test_sgd_rule_is_torch_sgd(momentum, dampening, nesterov, decay):
     assert torch.allclose(ours, reference.detach(), atol=1e-7, rtol=0)
 
 
+@pytest.mark.parametrize("momentum, dampening, nesterov, decay", [
+    (0.0, 0.0, False, 0.0), (0.9, 0.0, False, 5e-4), (0.9, 0.1, False, 0.0), (0.9, 0.0, True, 1e-3)])
+def test_the_foreach_step_is_the_per_tensor_step_bit_for_bit(momentum, dampening, nesterov, decay):
+    torch.manual_seed(0)
+    shapes = [(4, 3, 3, 3), (4, 3), (4, 10, 7)]
+    one = [torch.randn(s) for s in shapes]
+    every = [t.clone() for t in one]
+    one_bufs, every_bufs = ([torch.zeros(s) for s in shapes] for _ in range(2))
+    rule = stacked.SGDRule(0.05, momentum, dampening, decay, nesterov)
+    for step in range(4):
+        grads = [torch.randn(s) for s in shapes]
+        for param, grad, buf in zip(one, grads, one_bufs):
+            rule.step(param, grad, buf if momentum else None, first=step == 0)
+        rule.step_all(every, grads, every_bufs if momentum else [], first=step == 0)
+    assert all(torch.equal(a, b) for a, b in zip(one, every))
+    assert all(torch.equal(a, b) for a, b in zip(one_bufs, every_bufs))
+
+
 def test_which_methods_stack():
     from fedlib.algorithms import build_algorithm
 
