@@ -49,6 +49,17 @@ def unseal(folder):
     (folder / store.DIGEST_FILE).unlink()
 
 
+def assert_listed_and_shown_damaged(capsys, folder, says: str) -> None:
+    """`list`, `show` and `show --json` all call the run damaged, saying ``says``."""
+    line = status_line(capsys, folder)
+    assert "  damaged  " in line and says in line
+    assert cli.main(["show", folder.name, "--results", str(folder.parent)]) == 0
+    shown = capsys.readouterr().out
+    assert "damaged" in shown.splitlines()[0] and f"DAMAGED: {says}" in shown
+    assert cli.main(["show", folder.name, "--results", str(folder.parent), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["status"] == "damaged"
+
+
 @pytest.mark.parametrize("damage, says", [
     (drop_a_round, "its summary counts 3 rounds but rounds.jsonl holds 2"),
     (edit_config, "its config.json hashes to"),
@@ -59,13 +70,7 @@ def test_list_and_show_call_a_damaged_unsealed_run_damaged_in_one_line(finished,
     assert "  done  " in status_line(capsys, finished)
     unseal(finished)
     damage(finished)
-    line = status_line(capsys, finished)
-    assert "  damaged  " in line and says in line
-    assert cli.main(["show", finished.name, "--results", str(finished.parent)]) == 0
-    shown = capsys.readouterr().out
-    assert "damaged" in shown.splitlines()[0] and f"DAMAGED: {says}" in shown
-    assert cli.main(["show", finished.name, "--results", str(finished.parent), "--json"]) == 0
-    assert json.loads(capsys.readouterr().out)["status"] == "damaged"
+    assert_listed_and_shown_damaged(capsys, finished, says)
 
 
 @pytest.mark.parametrize("damage, says", [
@@ -77,13 +82,7 @@ def test_list_and_show_call_a_damaged_unsealed_run_damaged_in_one_line(finished,
 def test_list_and_show_call_an_edited_sealed_run_damaged_naming_the_file(finished, capsys, damage, says):
     assert "  done  " in status_line(capsys, finished)
     damage(finished)
-    line = status_line(capsys, finished)
-    assert "  damaged  " in line and says in line
-    assert cli.main(["show", finished.name, "--results", str(finished.parent)]) == 0
-    shown = capsys.readouterr().out
-    assert "damaged" in shown.splitlines()[0] and f"DAMAGED: {says}" in shown
-    assert cli.main(["show", finished.name, "--results", str(finished.parent), "--json"]) == 0
-    assert json.loads(capsys.readouterr().out)["status"] == "damaged"
+    assert_listed_and_shown_damaged(capsys, finished, says)
 
 
 def test_export_takes_only_sound_runs(finished):
