@@ -16,7 +16,10 @@ lock file nor pyproject.toml changed since the last install), registers the Jupy
   -h, --help         this help
 
 Runner options (passed through; default profile smoke):
-  --profile smoke|quick|paper   smoke: CPU, seconds; paper: the papers' settings (GPU)
+  --profile smoke|lesson|quick|paper
+                                smoke: bundled data, seconds; lesson: the course's settings (runs
+                                committed, served); quick: real data, reduced (CPU); paper: the
+                                papers' settings (GPU)
   --only PATTERNS               comma-separated substrings or globs of notebook names
   --device DEV                  auto (default), cpu, cuda, cuda:1, ...
   --data DIR                    dataset folder (default: $FEDLIB_DATA or the cache)

@@ -187,6 +187,12 @@ def _data_root(data_dir, cache_root: Path) -> Path:
     return Path(data_dir or os.environ.get("FEDLIB_DATA") or cache_root / "data")
 
 
+def data_root(data_dir: str | os.PathLike | None = None) -> Path:
+    """The folder datasets are looked for and downloaded into: ``data_dir``, else $FEDLIB_DATA,
+    else ``data/`` in fedlib's cache."""
+    return _data_root(data_dir, _cache_root(None))
+
+
 def _download_allowed(download: bool) -> bool:
     return bool(download) or os.environ.get("FEDLIB_DOWNLOAD") == "1"
 

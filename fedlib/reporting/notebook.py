@@ -339,7 +339,39 @@ def apply_profile(stem: str, namespace: dict) -> dict:
     note = profile_note(root / "profiles", stem, resolved.get("profile"))
     if note:
         print(f"about profile {resolved['profile']}: {note}")
+    fetching = download_on_first_use(resolved)
+    if fetching:
+        print(fetching)
     return resolved
+
+
+DOWNLOADING_PROFILES = ("lesson",)  # a teaching machine with internet needs no data folder for these
+
+
+def download_on_first_use(resolved: dict) -> str | None:
+    """Under a profile of :data:`DOWNLOADING_PROFILES`, let torchvision download the notebook's
+    missing datasets when a run first needs them (``FEDLIB_DOWNLOAD=1`` for this kernel), unless
+    ``FEDLIB_DOWNLOAD=0`` says not to. Returns the line to print when something will be fetched."""
+    if resolved.get("profile") not in DOWNLOADING_PROFILES or os.environ.get("FEDLIB_DOWNLOAD") == "0":
+        return None
+    from fedlib.datasets.data import dataset_available  # the edge reads data only when a lesson asks
+
+    named = resolved.get("datasets") or [resolved.get("dataset")]
+    data_dir = resolved.get("data_dir")
+    missing = [d for d in named if isinstance(d, str) and not dataset_available(d, data_dir)
+               and dataset_available(d, data_dir, download=True)]
+    if not missing:
+        return None
+    os.environ["FEDLIB_DOWNLOAD"] = "1"
+    return (f"not on this machine: {', '.join(missing)}; downloaded on first use by torchvision into "
+            f"{_data_folder(data_dir)} (FEDLIB_DOWNLOAD=0 turns this off; FEDLIB_DATA points at a copy you have)")
+
+
+def _data_folder(data_dir) -> str:
+    """Where a download goes: the notebook's data_dir, else $FEDLIB_DATA, else fedlib's cache."""
+    from fedlib.datasets.data import data_root
+
+    return str(data_root(data_dir))
 
 
 def _check_kinds(stem: str, declared: dict, resolved: dict, root: Path) -> None:
