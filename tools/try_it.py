@@ -41,15 +41,17 @@ PROMPTS: dict[str, tuple[list[str], list[tuple[str, str]]]] = {
         "two panels now looks more skewed?",
     ], [("fedlib/datasets/partition.py", "`_dirichlet` and `_quantity`, the two schemes drawn here")]),
     "fedvls_fig1_fig4_local_update": ([
-        "`update_epochs = 5`: a longer local update. Predict the vacant classes' accuracy after it, for "
-        "FedAvg and for FedVLS.",
-        "`rounds = 20`: a better-trained global model. Does the local update then have more to erase?",
+        "`update_epochs = 1`: one local epoch instead of five. Predict the vacant classes' accuracy after "
+        "it, for FedAvg and for FedVLS: does a single epoch already erase them?",
+        "`rounds = 5`: a global model trained a quarter as long. Does the local update then have less to "
+        "erase?",
         "`fedvls_lam = 1.0`: ten times the vacant-class distillation weight. Does FedVLS keep more of the "
         "vacant classes, and at what cost to the classes the client holds?",
     ], [("fedlib/algorithms/fedvls.py", "`vacant_distillation`, `official_suppression` and `local_loss`"),
         ("fedlib/algorithms/fedlc.py", "`calibrated_logits`, the calibration FedVLS starts from")]),
     "fedvls_fig2_confusion": ([
-        "`update_epochs = 5`: a longer FedLC update. Where do the minority classes' predictions go now?",
+        "`update_epochs = 1`: one FedLC epoch instead of five. Do the minority classes' predictions stay "
+        "on their own labels?",
         "`client = 0`: another client. Are its minority classes sent to the same majority classes?",
         "`beta = 0.5`: milder skew. Does the confusion matrix become more diagonal?",
     ], [("fedlib/algorithms/fedlc.py", "`calibrated_logits` and `local_loss`")]),
@@ -84,12 +86,12 @@ PROMPTS: dict[str, tuple[list[str], list[tuple[str, str]]]] = {
     "fedvls_table3_backbones": ([
         "`betas = [0.5, 0.05]`: does the backbone matter more under strong or mild skew?",
         "`local_epochs = 3`: does a deeper network drift more with more local steps?",
-        "`methods = [\"fedavg\", \"fedntd\", \"fedvls\"]`: FedNTD distils the global model's not-true "
-        "classes. Which backbone favours it?",
+        "`methods = [\"fedavg\", \"fedlmd\", \"fedvls\"]`: FedLMD in FedNTD's place; it distils only the "
+        "classes a client holds few of. Does it favour the same backbone as FedNTD?",
     ], [("fedlib/algorithms/fedvls.py", "`local_loss`"), ("fedlib/algorithms/fedntd.py", "`not_true_kl`")]),
     "fedvls_table5_6_7_ablation": ([
-        "`ablation_switches = [[False, False], [False, True], [True, False], [True, True]]`: the paper's "
-        "four rows. Which term, distillation or suppression, carries the gain?",
+        "`beta = 0.1`: milder skew, the same four ablation rows. Does the same term, distillation or "
+        "suppression, still carry the gain?",
         "`lams = [0.05, 0.1, 0.5, 1.0]`: is there a λ beyond which accuracy falls?",
         "`combination_methods = [\"fedvls\", \"fedvls+fedsam\"]`: does a flatter-minimum optimiser add to "
         "FedVLS or overlap with it?",
@@ -131,10 +133,10 @@ PROMPTS: dict[str, tuple[list[str], list[tuple[str, str]]]] = {
     ], [("fedlib/algorithms/fedlmd.py", "`distillation_scale` and `local_loss`"),
         ("fedlib/algorithms/fedlmd_tf.py", "`uses_teacher`: the switching round")]),
     "fedlmd_table1_2_kd_variants": ([
-        "`table1_methods = [\"fedavg\", \"fedavg_kd\", \"fedntd\", \"fedlmd\"]`: the paper's Table 1 rows. "
-        "Predict their order.",
-        "`table2_methods = [\"fedavg\", \"label_smoothing\", \"fedlmd_tf\"]`: is FedLMD-Tf more than label "
-        "smoothing restricted to the client's classes?",
+        "`lmd_tau = 3.0`: a softer FedLMD teacher. Predict Table 1's order first, then see whether FedLMD "
+        "moves against full KD and FedNTD.",
+        "`smoothing = 0.3`: three times the label smoothing. Is FedLMD-Tf more than label smoothing "
+        "restricted to the client's classes?",
         "`beta = 0.5`: with milder skew, do the rows move closer together?",
     ], [("fedlib/algorithms/fedlmd.py", "`local_loss`"), ("fedlib/algorithms/fedlmd_tf.py", "`local_loss`"),
         ("fedlib/algorithms/label_smoothing.py", "label smoothing")]),
@@ -169,7 +171,7 @@ PROMPTS: dict[str, tuple[list[str], list[tuple[str, str]]]] = {
         "`alphas = [0.0, 0.8, 0.9, 0.99]`: does a slower-moving teacher help?",
     ], [("fedlib/algorithms/fedcsd.py", "`csd_term` and `moving_average`")]),
     "fedcsd_fig5_mask_filter": ([
-        "`rounds = 10`: does the share of filtered soft labels fall as the teacher improves?",
+        "`rounds = 20`: twice the rounds. Does the share of filtered soft labels fall as the teacher improves?",
         "`tau = 4.0`: a lower temperature. More or fewer soft labels filtered?",
         "`betas = {\"synthetic\": [0.05, 0.5]}`: is more filtered under strong skew?",
     ], [("fedlib/algorithms/fedcsd.py", "`teacher_mask`")]),
@@ -191,7 +193,7 @@ PROMPTS: dict[str, tuple[list[str], list[tuple[str, str]]]] = {
         "`beta = 0.1`: stronger skew on the stand-in. Which method suffers most?",
     ], [("fedlib/algorithms/fedcsd.py", "`local_loss`"), ("fedlib/algorithms/moon.py", "MOON's contrastive term")]),
     "pkd_fig2_class_gap": ([
-        "`rounds = 10`: does the gap between the best and worst class close with more training?",
+        "`rounds = 30`: three times the training. Does the gap between the best and worst class close?",
         "`classes_per_client = 2`: a milder pathological split. How much of the gap is left?",
         "`seeds = [0, 1, 2]`: is the weakest class the same in every seed?",
     ], [("fedlib/analysis/class_gap.py", "`mean_subtracted`: the class accuracies the figure plots"),
@@ -199,7 +201,8 @@ PROMPTS: dict[str, tuple[list[str], list[tuple[str, str]]]] = {
     "pkd_fig4_5_7_weak_class_discovery": ([
         "`confusion_ratio = 0.3`: a looser threshold. Predict whether the groups grow.",
         "`grouping = \"components\"`: connected components instead of cliques. Do the groups merge?",
-        "`warmup_rounds = 6`: a longer warm-up. Are the discovered groups the paper's?",
+        "`warmup_rounds = 3`: half the warm-up. Are the discovered groups the same as after 6 rounds, and "
+        "the paper's?",
     ], [("fedlib/measures/weak_classes.py", "`weak_pairs` and `discover_groups`"),
         ("fedlib/algorithms/pkd.py", "`expert_assignment`: which samples an expert fires on")]),
     "pkd_fig3_6_9_class_accuracy_rounds": ([
@@ -244,7 +247,7 @@ PROMPTS: dict[str, tuple[list[str], list[tuple[str, str]]]] = {
     ], [("fedlib/algorithms/pkd.py", "`partial_kd_loss`"), ("fedlib/algorithms/focal.py", "the focal loss")]),
     "pkd_table8_cifar100": ([
         "`max_groups = [1, 2, 3]`: a third expert. Does it help or dilute?",
-        "`pkd_lam = 1.0`: twice the KD weight. Predict the effect on Min and on Ave.",
+        "`pkd_lam = 2.0`: twice the KD weight. Predict the effect on Min and on Ave.",
         "`rounds = 10`: are the experts worth more with a longer run?",
     ], [("fedlib/algorithms/pkd.py", "`train_expert` and `partial_kd_loss`")]),
     "pkd_table9_10_cost": ([
