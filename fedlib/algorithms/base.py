@@ -48,7 +48,7 @@ Rules:
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Iterator, Protocol, Sequence
+from typing import Any, ClassVar, Protocol, Sequence
 
 import torch
 import torch.nn.functional as F
@@ -345,8 +345,3 @@ def weighted_average(states: list[dict[str, Tensor]], weights: list[float]) -> d
         reference = states[0][key]
         averaged[key] = acc.round().to(reference.dtype) if not reference.is_floating_point() else acc.to(reference.dtype)
     return averaged
-
-
-def iterate_eval(ctx: ClientContext, batch_size: int = 500) -> Iterator[tuple[Tensor, Tensor]]:
-    """The client's local data in eval mode (normalised, not augmented)."""
-    return ctx.data.eval_batches(batch_size)
