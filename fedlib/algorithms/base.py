@@ -10,6 +10,7 @@ for every part through ``super()``.
 hook                when it runs                                                 parts  example
 ==================  ===========================================================  =====  =========
 ``setup``           once, before round 0: create state in ``server.extras``      each   FedCSD
+``begin_round``     every round, before its clients are sampled: server work     each   PKD
 ``client_context``  before a client trains: teachers, per-client tensors, state  each   FedNTD
 ``make_optimizer``  before a client trains: its local optimiser                  one    MOON
 ``loss``            every local batch: the objective from the outputs (rule 2)   one    FedVLS
