@@ -79,8 +79,9 @@ def naive_client(server: ServerState, algorithm: Algorithm, train_set: PILImages
 
 
 def naive_round(server: ServerState, algorithm: Algorithm, train_set: PILImages) -> None:
-    """One round: sequential clients, then the method's aggregation and end-of-round update."""
+    """One round: the method's begin_round, sequential clients, then its aggregation and end-of-round update."""
     cfg = server.cfg
+    algorithm.begin_round(server)
     clients = sample_clients(cfg.seed, server.round, cfg.clients, cfg.participation)
     server.round_clients = clients
     lr = cfg.lr * cfg.lr_decay ** server.round

@@ -10,6 +10,7 @@ for every part through ``super()``.
 hook                when it runs                                                 parts  example
 ==================  ===========================================================  =====  =========
 ``setup``           once, before round 0: create state in ``server.extras``      each   FedCSD
+``begin_round``     every round, before its clients are sampled: server work     each   PKD
 ``client_context``  before a client trains: teachers, per-client tensors, state  each   FedNTD
 ``make_optimizer``  before a client trains: its local optimiser                  one    MOON
 ``loss``            every local batch: the objective from the outputs (rule 2)   one    FedVLS
@@ -48,7 +49,7 @@ Rules:
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Iterator, Protocol, Sequence
+from typing import Any, ClassVar, Protocol, Sequence
 
 import torch
 import torch.nn.functional as F
@@ -345,8 +346,3 @@ def weighted_average(states: list[dict[str, Tensor]], weights: list[float]) -> d
         reference = states[0][key]
         averaged[key] = acc.round().to(reference.dtype) if not reference.is_floating_point() else acc.to(reference.dtype)
     return averaged
-
-
-def iterate_eval(ctx: ClientContext, batch_size: int = 500) -> Iterator[tuple[Tensor, Tensor]]:
-    """The client's local data in eval mode (normalised, not augmented)."""
-    return ctx.data.eval_batches(batch_size)

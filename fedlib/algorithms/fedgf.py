@@ -20,11 +20,15 @@ parameters together (BatchNorm buffers excluded), as in the authors' code, which
 follow; w~ stays fixed for the whole round while w moves. rho = 0.1, c_cos = 0.3 (FedVLS
 appendix; reading c_cos as the threshold above is an interpretation: docs/facts.md#fedgf),
 g_rho = rho and window = 30 (the code's). The objective is the method combination's
-(``self.objective``), the second forward pass leaves BatchNorm running statistics untouched (as in
-:mod:`fedsam`), and another part's ``before_step`` edits the gradient taken at w_mix.
+(``self.objective``), and the step is FedSAM's (:func:`fedlib.algorithms.fedsam.sam_step`) with this
+ascent point: the second forward pass leaves BatchNorm running statistics untouched, and another
+part's ``before_step`` edits the gradient taken at w_mix.
 """
 
 from __future__ import annotations
+
+from functools import partial
+from typing import Callable
 
 import torch
 from torch import Tensor, nn
@@ -32,7 +36,7 @@ from torch import Tensor, nn
 from fedlib.algorithms import register
 from fedlib.algorithms._common import global_teacher
 from fedlib.algorithms.base import COUNT, NON_NEGATIVE, UNIT_INTERVAL, Algorithm, ClientContext, ClientUpdate
-from fedlib.algorithms.fedsam import ascent_perturbation, frozen_batchnorm_stats
+from fedlib.algorithms.fedsam import ascent_perturbation, sam_step
 from fedlib.core.state import ServerState
 
 ROUND_START = "fedgf_round_start"  # cache key of the global model the round's clients received
@@ -66,22 +70,9 @@ class FedGF(Algorithm):
 
     def train_step(self, model: nn.Module, optimizer: torch.optim.Optimizer, x: Tensor,
                    labels: Tensor, ctx: ClientContext) -> Tensor:
-        optimizer.zero_grad(set_to_none=True)
-        value = self.objective(model, x, labels, ctx)
-        value.backward()
-        params = list(model.parameters())
-        start = [p.detach().clone() for p in params]
-        with torch.no_grad():
-            move_to_ascent_point(params, self.hp["rho"], ctx.extras["fedgf_point"], ctx.extras["fedgf_c"])
-        optimizer.zero_grad(set_to_none=True)
-        with frozen_batchnorm_stats(model):
-            self.objective(model, x, labels, ctx).backward()
-        with torch.no_grad():
-            for p, w in zip(params, start):
-                p.copy_(w)
-        self.before_step(model, ctx)
-        optimizer.step()
-        return value.detach()
+        ascend = partial(guided_ascent, rho=self.hp["rho"], global_point=ctx.extras["fedgf_point"],
+                         c=ctx.extras["fedgf_c"])
+        return sam_step(self, model, optimizer, x, labels, ctx, ascend)
 
     def end_round(self, server: ServerState, updates: list[ClientUpdate]) -> None:
         super().end_round(server, updates)
@@ -100,6 +91,19 @@ class FedGF(Algorithm):
         metrics = super().round_metrics(server, updates)
         metrics["fedgf_divergence"] = float(server.extras["fedgf"]["divergence"])
         return metrics
+
+
+def guided_ascent(params: list[nn.Parameter], rho: float, global_point: list[Tensor] | None,
+                  c: float) -> Callable[[], None]:
+    """FedGF's ascent, in place (:func:`move_to_ascent_point`); the move back restores a copy of w."""
+    start = [p.detach().clone() for p in params]
+    move_to_ascent_point(params, rho, global_point, c)
+
+    def move_back() -> None:
+        for p, w in zip(params, start):
+            p.copy_(w)
+
+    return move_back
 
 
 def move_to_ascent_point(params: list[Tensor], rho: float, global_point: list[Tensor] | None,

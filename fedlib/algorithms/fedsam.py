@@ -12,13 +12,15 @@ used 1.0). The objective is whatever the method combination defines (``self.obje
 penalty), so ``fedvls+fedsam`` is SAM on the FedVLS loss (FedVLS Table 6). Gradient edits of
 another part (``before_step``, e.g. SCAFFOLD) apply to g_SAM. The second forward pass does not
 update BatchNorm running statistics, so each batch counts once, as in plain SGD. The returned
-loss is the one at w.
+loss is the one at w. :func:`sam_step` is the step FedSAM and FedGF share; they differ only in the
+ascent point (:func:`sam_ascent` here, :func:`fedlib.algorithms.fedgf.guided_ascent`).
 """
 
 from __future__ import annotations
 
 from contextlib import contextmanager
-from typing import Iterator
+from functools import partial
+from typing import Callable, Iterator
 
 import torch
 from torch import Tensor, nn
@@ -38,23 +40,48 @@ class FedSAM(Algorithm):
 
     def train_step(self, model: nn.Module, optimizer: torch.optim.Optimizer, x: Tensor,
                    labels: Tensor, ctx: ClientContext) -> Tensor:
-        optimizer.zero_grad(set_to_none=True)
-        value = self.objective(model, x, labels, ctx)
-        value.backward()
-        params = [p for p in model.parameters() if p.grad is not None]
-        perturbation = ascent_perturbation([p.grad for p in params], self.hp["rho"])
-        with torch.no_grad():
-            for p, e in zip(params, perturbation):
-                p.add_(e)
-        optimizer.zero_grad(set_to_none=True)
-        with frozen_batchnorm_stats(model):
-            self.objective(model, x, labels, ctx).backward()
-        with torch.no_grad():
-            for p, e in zip(params, perturbation):
-                p.sub_(e)
-        self.before_step(model, ctx)
-        optimizer.step()
-        return value.detach()
+        return sam_step(self, model, optimizer, x, labels, ctx, partial(sam_ascent, rho=self.hp["rho"]))
+
+
+# the move to a SAM step's ascent point: edits the parameters in place (their gradients hold g) and
+# returns the move back to where they were
+Ascent = Callable[[list[nn.Parameter]], Callable[[], None]]
+
+
+def sam_step(method: Algorithm, model: nn.Module, optimizer: torch.optim.Optimizer, x: Tensor,
+             labels: Tensor, ctx: ClientContext, ascend: Ascent) -> Tensor:
+    """One SAM local step, FedSAM's and FedGF's: the objective and its gradient g at w, ``ascend``
+    to the ascent point (no autograd), the gradient there with BatchNorm running statistics frozen,
+    back to w, the method's ``before_step`` on that gradient, the optimiser step. Returns the loss
+    at w, detached."""
+    optimizer.zero_grad(set_to_none=True)
+    value = method.objective(model, x, labels, ctx)
+    value.backward()
+    with torch.no_grad():
+        move_back = ascend(list(model.parameters()))
+    optimizer.zero_grad(set_to_none=True)
+    with frozen_batchnorm_stats(model):
+        method.objective(model, x, labels, ctx).backward()
+    with torch.no_grad():
+        move_back()
+    method.before_step(model, ctx)
+    optimizer.step()
+    return value.detach()
+
+
+def sam_ascent(params: list[nn.Parameter], rho: float) -> Callable[[], None]:
+    """FedSAM's ascent, in place: w <- w + e, e = rho g/||g|| over the parameters with a gradient;
+    the move back subtracts the same e."""
+    with_grad = [p for p in params if p.grad is not None]
+    perturbation = ascent_perturbation([p.grad for p in with_grad], rho)
+    for p, e in zip(with_grad, perturbation):
+        p.add_(e)
+
+    def move_back() -> None:
+        for p, e in zip(with_grad, perturbation):
+            p.sub_(e)
+
+    return move_back
 
 
 def ascent_perturbation(grads: list[Tensor], rho: float) -> list[Tensor]:

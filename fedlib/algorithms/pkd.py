@@ -4,7 +4,8 @@ Discrepancy in Federated Learning"): weak-class experts teach the global model w
 Three stages, all inside the normal round loop (Algorithm 1 of the paper):
 
 1. **Warm-up.** Rounds ``[0, warmup_rounds)`` are plain FedAvg.
-2. **Weak classes and experts.** At the start of round ``warmup_rounds`` the global model makes
+2. **Weak classes and experts.** At the start of round ``warmup_rounds`` (``begin_round``, before
+   any client of the round trains) the global model makes
    one pass over every client's training data, and
    :func:`fedlib.measures.weak_classes.discover_groups` turns the class-pair confusion and
    feature distances into weak-class groups, unless ``groups`` are given. For each group g an
@@ -234,14 +235,20 @@ class PKD(Algorithm):
                                                            for k, v in server.model.state_dict().items()})
 
     def begin_round(self, server: ServerState) -> None:
-        """With ``student_init="fresh"``, at the first KD round: experts from the warmed-up model,
-        then the global model back to the run's initial weights."""
-        if self.in_pkd_stage(server.round) and "pkd_initial_model" in server.extras:
-            self.prepare_experts(server)
+        """Stage 2, at the first KD round before any client trains (the only place it runs):
+        :meth:`prepare_experts` from the warmed-up model, then with ``student_init="fresh"`` the
+        global model back to the run's initial weights. Later rounds, and a run resumed from a
+        checkpoint holding the experts, find them in ``server.extras``."""
+        super().begin_round(server)
+        if not self.in_pkd_stage(server.round):
+            return
+        self.prepare_experts(server)
+        if "pkd_initial_model" in server.extras:
             server.model.load_state_dict(server.extras.pop("pkd_initial_model"))
 
     def prepare_experts(self, server: ServerState) -> None:
-        """Stage 2 (once, at the first PKD round): discover the groups and train their experts."""
+        """Discover the weak-class groups and train their experts, once (nothing when
+        ``server.extras`` holds them); the run's random state is left as it was."""
         if "pkd_experts" in server.extras:
             return
         with torch.random.fork_rng(devices=[server.device] if server.device.type == "cuda" else []):
@@ -307,13 +314,16 @@ class PKD(Algorithm):
 
     # ------------------------------------------------------------------ client side
     def in_pkd_stage(self, round_index: int) -> bool:
+        """Whether round ``round_index`` is past the warm-up (stage 3, partial KD)."""
         return round_index >= self.hp["warmup_rounds"]
 
     def client_context(self, server: ServerState, ctx: ClientContext) -> None:
         super().client_context(server, ctx)
         if not self.in_pkd_stage(ctx.round):
             return
-        self.prepare_experts(server)
+        if "pkd_experts" not in server.extras:
+            raise FedlibError(f"pkd: round {ctx.round} is past the warm-up but no expert was trained; the "
+                              "round's begin_round trains them before any client (engine.run_round calls it)")
         experts = self.expert_modules(server)
         for index, expert in enumerate(experts):
             ctx.teachers[f"pkd_expert_{index}"] = expert

@@ -104,6 +104,7 @@ def variant_drift(cfg: RunConfig, global_state: dict, epochs: int, clients: Sequ
     ``progress`` a bar counts the local epochs (every client trained and measured)."""
     server, algorithm = prepare(cfg)
     server.model.load_state_dict(global_state)
+    algorithm.begin_round(server)  # as the engine's round starts: the method's server-side work first
     server.round_clients = list(clients)
     test_reference = metrics.predict(server.model, server.data.test_batches())
     local_clients = [_start_client(server, algorithm, k) for k in clients]
@@ -158,6 +159,7 @@ def local_update(pretrained: RunResult, client_id: int, method: str | None = Non
         server.extras = _to_device(state.get("extras", {}), server.device)
         _warn_dropped_client_state(cfg, state.get("dropped_client_state", []))
     server.round = cfg.rounds
+    algorithm.begin_round(server)  # as the engine's round starts: the method's server-side work first
     server.round_clients = list(range(cfg.clients))
     update = train_client(server, algorithm, client_id, cfg.lr * cfg.lr_decay ** cfg.rounds)
     model = server.new_model()

@@ -157,6 +157,7 @@ def _compute(cfg: RunConfig, global_state: dict[str, torch.Tensor], round_index:
         raise FedlibError(f"global_state does not fit model {cfg.model!r} on {cfg.dataset}: "
                           f"{str(error).splitlines()[0]}") from None
     server.round = round_index
+    algorithm.begin_round(server)  # as the engine's round starts: the method's server-side work first
     server.round_clients = list(range(cfg.clients))
     num_classes = server.num_classes
     global_pred = _test_predictions(server.model, server.data)

@@ -72,11 +72,8 @@ class PredictionHistory:
     class_names: list[str]
 
     @property
-    def sampled_fractions(self) -> np.ndarray:
-        return row_fractions(self.sampled_counts)
-
-    @property
     def predicted_fractions(self) -> np.ndarray:
+        """(R, C): each round's predicted-class counts as fractions of the test set."""
         return row_fractions(self.predicted_counts)
 
 

@@ -1,5 +1,6 @@
 """README.md stays a few screens long and sends readers to the pages in docs/; every link between
-them resolves, and the results page keeps, for each claim not reproduced, what was ruled out."""
+them resolves, and the results page keeps, for each claim not reproduced, what was ruled out. Each
+paper has a page in docs/papers/ that names every notebook of the paper."""
 
 import re
 import subprocess
@@ -10,6 +11,11 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
 PAGES = sorted((ROOT / "docs").glob("*.md"))
+PAPER_PAGES = sorted((ROOT / "docs" / "papers").glob("*.md"))
+# One page per paper, named by the prefix of its notebooks (FedED's page is FedVLS's, FedLMD-Tf's FedLMD's).
+PAPERS = ("fedvls", "pkd", "fedlmd", "fedcsd")
+NOT_ONE_PAPERS = {"getting_started", "cross_paper_table"}  # notebooks that belong to no single paper
+PAPER_SECTIONS = ("What fedlib implements", "Settings", "Tables and figures", "What reproduces")
 # Pages the README links that other branches write (issues 30 and 34): checked once they exist.
 PENDING = {"docs/gpu.md", "docs/inputs.md"}
 LINK = re.compile(r"\]\(([^)\s]+)\)")
@@ -32,7 +38,7 @@ def test_every_docs_page_and_the_course_are_linked_from_the_readme():
     assert "notebooks/README.md" in linked and "docs/results.md" in linked
 
 
-@pytest.mark.parametrize("page", [README, ROOT / "notebooks" / "README.md", *PAGES],
+@pytest.mark.parametrize("page", [README, ROOT / "notebooks" / "README.md", *PAGES, *PAPER_PAGES],
                          ids=lambda p: str(p.relative_to(ROOT)))
 def test_every_relative_link_resolves(page: Path):
     broken = []
@@ -104,3 +110,36 @@ def test_links_into_the_facts_page_name_its_sections():
     broken += [f"docs/facts.md: #{a}" for a in re.findall(r"\]\(#([\w-]+)\)", FACTS.read_text(encoding="utf-8"))
                if a not in anchors]
     assert not broken, f"links to sections docs/facts.md does not have: {broken}"
+
+
+def test_every_paper_has_its_page_linked_from_the_readme():
+    assert sorted(p.stem for p in PAPER_PAGES) == sorted(PAPERS)
+    notebooks = {p.stem for p in (ROOT / "notebooks").glob("*.ipynb")} - NOT_ONE_PAPERS
+    orphans = sorted(n for n in notebooks if n.split("_")[0] not in PAPERS)
+    assert not orphans, f"notebooks of no paper page: {orphans}; add the paper's page to docs/papers/"
+    linked = {(ROOT / t).resolve() for t in links(README)}
+    assert not [p.name for p in PAPER_PAGES if p.resolve() not in linked], "README.md links every paper page"
+
+
+@pytest.mark.parametrize("paper", PAPERS)
+def test_each_paper_page_links_every_notebook_of_its_paper_and_has_its_sections(paper: str):
+    page = ROOT / "docs" / "papers" / f"{paper}.md"
+    linked = {(page.parent / t).resolve() for t in links(page)}
+    notebooks = sorted((ROOT / "notebooks").glob(f"{paper}_*.ipynb"))
+    missing = [n.stem for n in notebooks if n.resolve() not in linked]
+    assert notebooks and not missing, f"docs/papers/{paper}.md does not link {missing}"
+    headings = re.findall(r"^## (.+)$", page.read_text(encoding="utf-8"), flags=re.M)
+    assert [h for h in headings if h in PAPER_SECTIONS] == list(PAPER_SECTIONS), headings
+
+
+def test_links_from_the_paper_pages_name_sections_that_exist():
+    broken = []
+    for page in PAPER_PAGES:
+        for target in LINK.findall(page.read_text(encoding="utf-8")):
+            path, _, anchor = target.partition("#")
+            if not anchor or target.startswith(("http://", "https://")):
+                continue
+            file = (page.parent / path).resolve() if path else page
+            if file.suffix == ".md" and anchor not in heading_anchors(file):
+                broken.append(f"{page.name}: {target}")
+    assert not broken, f"links to sections that do not exist: {broken}"

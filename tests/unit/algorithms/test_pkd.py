@@ -126,6 +126,45 @@ def test_expert_training_on_group_samples_only():
     assert torch.equal(server.model.state_dict()["classifier.weight"], before)  # global untouched
 
 
+def test_the_experts_are_trained_in_begin_round_before_any_client_and_only_there():
+    from fedlib import engine
+    from fedlib.algorithms.base import ClientContext
+
+    server, algorithm = engine.prepare(pkd_config(groups=[[1, 3]]))
+    server.round = 0  # the warm-up: nothing to prepare
+    algorithm.begin_round(server)
+    assert "pkd_experts" not in server.extras
+    server.round = 1  # the first KD round
+    client = server.data.client(0)
+    with pytest.raises(FedlibError, match="begin_round"):  # client_context does not train them itself
+        algorithm.client_context(server, ClientContext(0, 1, client.class_counts, client.num_samples, client))
+    algorithm.begin_round(server)
+    assert server.extras["pkd_groups"] == [[1, 3]] and len(server.extras["pkd_experts"]) == 1
+    experts = server.extras["pkd_experts"]
+    algorithm.begin_round(server)  # a later call (a later round) keeps them
+    assert server.extras["pkd_experts"] is experts
+
+
+def test_pkd_begin_round_runs_the_other_parts_begin_round():
+    from types import SimpleNamespace
+
+    from fedlib.algorithms import compose
+    from fedlib.algorithms.base import Algorithm
+    from fedlib.algorithms.pkd import PKD
+
+    class Counting(Algorithm):
+        name = "counting"
+
+        def begin_round(self, server):
+            super().begin_round(server)
+            server.extras["begun"] = server.extras.get("begun", 0) + 1
+
+    method = compose([PKD, Counting])(dict(PKD.defaults))
+    server = SimpleNamespace(round=0, extras={})  # a warm-up round: PKD itself does nothing
+    method.begin_round(server)
+    assert server.extras == {"begun": 1}
+
+
 def test_pkd_runs_end_to_end_with_explicit_groups():
     from fedlib import engine
 
