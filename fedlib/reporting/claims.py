@@ -72,6 +72,7 @@ class Verdict:
     numbers: str = ""
     reason: str = ""
     undecided: bool = False  # with holds None: every number is there, the seeds' spread does not decide
+    interval: str = ""  # a comparison's: the difference, its interval and seeds, and which way it points
 
     @property
     def word(self) -> str:
@@ -124,24 +125,28 @@ def _joined(*parts: str) -> str:
     return "; ".join(part for part in parts if part)
 
 
+def _compared(claim: str, numbers: str, interval: str, holds: bool | None) -> Verdict:
+    """A comparison's verdict (``holds`` None: undecided): the caller's numbers, then the interval."""
+    return Verdict(claim, holds, _joined(numbers, interval), undecided=holds is None, interval=interval)
+
+
 # ---------------------------------------------------------------------- one method against another
 def beats(claim: str, value: float | Sequence[float], rival: float | Sequence[float], *, lower_is_better: bool = False,
-          numbers: str | None = None, unit: str = "%") -> Verdict:
+          numbers: str | None = None, unit: str = "%", digits: int = 2) -> Verdict:
     """Holds when ``value`` beats ``rival`` (higher; lower with ``lower_is_better``): the bootstrap
     interval of the difference of their seeds' means (:class:`Difference`) lies wholly on the
     better side of zero. Does not hold when it lies wholly on the worse side; undecided when it
     holds zero or a side has one seed (a number is one seed's value: pass every seed's values, a
-    sequence or a :func:`per_seed` cell, for an interval). The numbers end with the interval."""
+    sequence or a :func:`per_seed` cell, for an interval). The numbers end with the interval, in
+    ``unit`` ("%": points) to ``digits`` decimals."""
     if numbers is None:
-        numbers = f"{number_text(seed_mean(value), unit)} vs {number_text(seed_mean(rival), unit)}"
+        numbers = f"{number_text(seed_mean(value), unit, digits)} vs {number_text(seed_mean(rival), unit, digits)}"
     if _missing(value, rival):
         return no_verdict(claim, MISSING, numbers)
     difference = Difference.of(value, rival, lower_is_better=lower_is_better)
     outcome = difference.outcome
-    text = _joined(numbers, f"{difference.text(_difference_unit(unit))}: {outcome}")
-    if outcome == UNDECIDED:
-        return Verdict(claim, None, text, undecided=True)
-    return Verdict(claim, outcome == BEATS, text)
+    interval = f"{difference.text(_difference_unit(unit), digits)}: {outcome}"
+    return _compared(claim, numbers, interval, None if outcome == UNDECIDED else outcome == BEATS)
 
 
 def at_least(claim: str, value: float | Sequence[float], reference: float | Sequence[float], *, tolerance: float = 0.0,
@@ -157,10 +162,8 @@ def at_least(claim: str, value: float | Sequence[float], reference: float | Sequ
     above = not math.isnan(difference.low) and difference.low >= -tolerance
     outcome = "not below" if above else "below" if difference.side(-tolerance) == TRAILS else UNDECIDED
     allowed = f", allowed -{tolerance:g}" if tolerance else ""
-    text = _joined(numbers, f"{difference.text(_difference_unit(unit))}{allowed}: {outcome}")
-    if outcome == UNDECIDED:
-        return Verdict(claim, None, text, undecided=True)
-    return Verdict(claim, above, text)
+    interval = f"{difference.text(_difference_unit(unit))}{allowed}: {outcome}"
+    return _compared(claim, numbers, interval, None if outcome == UNDECIDED else above)
 
 
 def within(claim: str, value: float, reference: float, tolerance: float, *,
@@ -212,10 +215,8 @@ def best_at(claim: str, values: pd.Series, label, *, lower_is_better: bool = Fal
                for other in values.index if other != label}
     rival = _decisive_rival(against, means, lower_is_better)
     outcome = against[rival].outcome
-    text = _joined(numbers, f"against {name(rival)}: {against[rival].text()}: {outcome}")
-    if outcome == UNDECIDED:
-        return Verdict(claim, None, text, undecided=True)
-    return Verdict(claim, outcome == BEATS, text)
+    interval = f"against {name(rival)}: {against[rival].text()}: {outcome}"
+    return _compared(claim, numbers, interval, None if outcome == UNDECIDED else outcome == BEATS)
 
 
 def _decisive_rival(against: dict, means: pd.Series, lower_is_better: bool):
@@ -298,7 +299,8 @@ def spread(values: pd.Series) -> float:
 def every(claim: str, verdicts: Sequence[Verdict], *, numbers: str | None = None, unit: str = "cases") -> Verdict:
     """A claim made of ``verdicts`` (one per column, method, ...): it does not hold where one of
     them does not, holds where all of them do, has no verdict while one has none (or there are
-    none), and is undecided where the rest hold and some are undecided."""
+    none), and is undecided where the rest hold and some are undecided. The numbers end with the
+    intervals of the parts that decide it (those that do not hold, else the undecided ones, else all)."""
     if not verdicts:
         return no_verdict(claim, f"no {unit} to compare", numbers or "")
     failed = sum(v.holds is False for v in verdicts)
@@ -309,14 +311,19 @@ def every(claim: str, verdicts: Sequence[Verdict], *, numbers: str | None = None
         + (f", {UNDECIDED} in {undecided}" if undecided else "") + (f", no verdict yet in {open_}" if open_ else "")
     numbers = counts if numbers is None else numbers
     if failed:
-        return Verdict(claim, False, numbers)
+        return Verdict(claim, False, _joined(numbers, _intervals(v for v in verdicts if v.holds is False)))
     if open_:
         reasons = {v.reason for v in verdicts if v.holds is None and not v.undecided}
         why = f": {reasons.pop()}" if len(reasons) == 1 else ""
         return no_verdict(claim, f"no verdict yet in {open_} of {len(verdicts)} {unit}{why}", numbers)
     if undecided:
-        return Verdict(claim, None, numbers, undecided=True)
-    return Verdict(claim, True, numbers)
+        return Verdict(claim, None, _joined(numbers, _intervals(v for v in verdicts if v.undecided)), undecided=True)
+    return Verdict(claim, True, _joined(numbers, _intervals(verdicts)))
+
+
+def _intervals(verdicts: Iterable[Verdict]) -> str:
+    """'base: +0.05 points, one seed: no interval: undecided; ...' for the comparisons among ``verdicts``."""
+    return "; ".join(f"{v.claim}: {v.interval}" for v in verdicts if v.interval)
 
 
 def complete_cells(mean: pd.DataFrame) -> pd.DataFrame:

@@ -249,6 +249,18 @@ def test_every_is_undecided_where_the_rest_hold():
     assert claims.every("c", [*parts, claims.Verdict("d", False)]).holds is False
 
 
+def test_every_ends_with_the_intervals_of_the_parts_that_decide_it():
+    held, open_ = claims.beats("a", (3.0, 4.0), (0.0, 1.0)), claims.beats("b", 1.0, 0.0)
+    verdict = claims.every("c", [held, open_], unit="columns")
+    assert verdict.numbers == ("holds in 1 of 2 columns, undecided in 1; "
+                               "b: +1.00 points, one seed: no interval: undecided")
+    failed = claims.beats("d", (0.0, 1.0), (3.0, 4.0))
+    assert claims.every("c", [held, open_, failed]).numbers.endswith(
+        "; d: -3.00 points [-4.00, -2.00], 2 seeds each: trails")
+    assert claims.every("c", [held]).numbers == ("holds in 1 of 1 cases; "
+                                                 "a: +3.00 points [+2.00, +4.00], 2 seeds each: beats")
+
+
 def test_every_gives_no_verdict_while_one_part_is_open_or_none_exists():
     assert claims.every("c", [claims.Verdict("a", True), claims.Verdict("b", None)]).holds is None
     nothing = claims.every("c", [], unit="variants")
