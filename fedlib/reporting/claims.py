@@ -182,11 +182,13 @@ def beats_at(claim: str, values: pd.Series, label, rival, *, lower_is_better: bo
              numbers: str | None = None, name: Callable | None = None, unit: str = "%") -> Verdict:
     """:func:`beats` for two labels of ``values`` (two values of a knob, two methods; each entry
     one seed's value or every seed's, as :func:`per_seed` gives them); no verdict when either
-    label is not among ``values``."""
+    label is not among ``values``, or the two are one label (a grid of one value)."""
     name = name or label_text
     absent = [name(key) for key in (label, rival) if key not in values.index]
     if absent:
         return no_verdict(claim, f"{' and '.join(absent)} not among the values compared", numbers or "")
+    if label == rival:
+        return no_verdict(claim, ONE_VALUE, numbers or "")
     if numbers is None:
         numbers = (f"{number_text(seed_mean(values[label]), unit)} at {name(label)} vs "
                    f"{number_text(seed_mean(values[rival]), unit)} at {name(rival)}")
@@ -432,9 +434,9 @@ def reaches(claim: str, cell: Reach, *, expected: bool = True, numbers: str | No
 
 
 # ---------------------------------------------------------------------- our numbers in words
-def number_text(value: float, unit: str = "%", digits: int = 2, missing: str = "no number") -> str:
-    """'41.10%'; ``missing`` where the value is None or NaN."""
-    return missing if _missing(value) else f"{value:.{digits}f}{unit}"
+def number_text(value: float | Sequence[float], unit: str = "%", digits: int = 2, missing: str = "no number") -> str:
+    """'41.10%' (every seed's values: their mean); ``missing`` where a value is None or NaN."""
+    return missing if _missing(value) else f"{seed_mean(value):.{digits}f}{unit}"
 
 
 def values_text(values: pd.Series, unit: str = "%", digits: int = 2, missing: str = "no number",

@@ -157,6 +157,7 @@ def test_beats_at_compares_two_labels_and_names_one_the_grid_lacks():
     assert lacking.holds is None and lacking.reason == "mu = 1 not among the values compared"
     assert claims.beats_at("c", by({0.001: NAN, 1.0: 12.0}), 0.001, 1.0).reason == claims.MISSING
     assert claims.beats_at("c", seeds({0.001: (18.0, NAN), 1.0: (12.0, 1.0)}), 0.001, 1.0).reason == claims.MISSING
+    assert claims.beats_at("first above last", mus, 1.0, 1.0).reason == claims.ONE_VALUE, "a grid of one value"
 
 
 def test_best_at_with_lower_is_better_picks_the_smallest():
@@ -173,6 +174,8 @@ def test_best_at_names_the_rank_and_the_strongest_rival():
 
 def test_best_at_gives_no_verdict_on_a_single_value_an_absent_label_or_a_missing_number():
     assert claims.best_at("c", by({5: 31.0}), 5).reason == claims.ONE_VALUE
+    one_of_seeds = claims.best_at("c", seeds({5: (31.0, 32.0)}), 5)
+    assert one_of_seeds.reason == claims.ONE_VALUE and one_of_seeds.numbers == "31.50 at 5", "the seeds' mean"
     assert "not among" in claims.best_at("c", by({1: 30.0, 2: 31.0}), 10).reason
     partial = claims.best_at("c", by({"fedavg": NAN, "fedlmd_tf": 41.7}), "fedlmd_tf")
     assert partial.holds is None, "the missing rival could have been the best"
