@@ -7,16 +7,27 @@ verdicts; it holds no comparison logic of its own::
                 claims.falls("accuracy falls as the switch comes later", by_switch, compare="steps")]
     claims.show(verdicts, "profile 'quick': does each claim hold in our runs?")
 
-A :class:`Verdict` says :data:`HOLDS`, :data:`DOES_NOT_HOLD` or :data:`NO_VERDICT` ("no verdict
-yet", with a one-line reason). Verdicts are never guessed: a missing number (NaN: a run diverged,
-is in no store, or a cell ran fewer seeds than declared, see :func:`complete_cells`) gives no
-verdict, and so does a grid too small to show what the claim is about (one value of a knob).
+A :class:`Verdict` says :data:`HOLDS`, :data:`DOES_NOT_HOLD`, :data:`UNDECIDED` (every number is
+there, but the seeds' spread does not decide) or :data:`NO_VERDICT` ("no verdict yet", with a
+one-line reason). Verdicts are never guessed: a missing number (NaN: a run diverged, is in no
+store, or a cell ran fewer seeds than declared, see :func:`complete_cells` and :func:`per_seed`)
+gives no verdict, and so does a grid too small to show what the claim is about (one value of a knob).
+
+A comparison of two methods (:func:`beats`, :func:`beats_at`, :func:`at_least`, :func:`best_at`)
+reads every seed's value: a number stands for one seed, a sequence (or a cell of :func:`per_seed`)
+for one value per seed. Their difference and its bootstrap interval are a
+:class:`fedlib.reporting.intervals.Difference`: the claim holds when the interval lies wholly on the
+better side of zero (the method *beats* its rival), does not hold when it lies wholly on the worse
+side (it *trails*), and is undecided otherwise, and always with one seed a side ("one seed: no
+interval"). The printed verdict carries the interval: "+1.35 points [-0.40, +2.90], 3 seeds each:
+undecided".
 
 The checks, each a short function returning a Verdict:
 
-- :func:`beats`, :func:`at_least`, :func:`within` -- one number against another;
+- :func:`beats`, :func:`at_least` -- one method's seeds against another's (:class:`Difference`);
+- :func:`within`       -- one number within a tolerance of a reference (the paper's);
 - :func:`beats_at`     -- one label of a series against another (two values of a knob);
-- :func:`best_at`      -- a label leads a series (a tie leads, unless ``strictly``);
+- :func:`best_at`      -- a label leads a series: it beats every other label;
 - :func:`rises`, :func:`falls` -- a series over a parameter, read step by step, end to end or
   first third against last third;
 - :func:`varies_less`  -- a smaller spread over a grid than a rival's;
@@ -24,7 +35,8 @@ The checks, each a short function returning a Verdict:
 - :func:`cheaper_to_reach`, :func:`reaches` -- the cost to reach a target (PKD Tables 9-10),
   from the seeds of a cell summarised by :class:`Reach`.
 
-Our numbers in words: :func:`number_text`, :func:`values_text`, :func:`label_text`, :func:`names_text`.
+Our numbers in words: :func:`number_text`, :func:`values_text`, :func:`label_text`, :func:`names_text`;
+every seed's value per cell of a results frame: :func:`per_seed`.
 """
 
 from __future__ import annotations
@@ -39,7 +51,8 @@ import pandas as pd
 
 from fedlib.errors import one_of
 from fedlib.orchestration import experiments
-from fedlib.reporting.tables import DIVERGED, NEVER, NOT_RUN, leaders
+from fedlib.reporting.intervals import BEATS, TRAILS, UNDECIDED, Difference, seed_mean
+from fedlib.reporting.tables import DIVERGED, NEVER, NOT_RUN
 
 HOLDS, DOES_NOT_HOLD, NO_VERDICT = "holds", "does not hold", "no verdict yet"
 MISSING = "a number is missing: not in this profile, diverged, in no store, or fewer seeds than declared"
@@ -51,18 +64,22 @@ TRENDS = {"steps": "every step", "ends": "the last value against the first",
 # ---------------------------------------------------------------------- the verdict
 @dataclass(frozen=True)
 class Verdict:
-    """A paper's claim in words, whether it holds in our runs (None: no verdict yet), the numbers
-    behind it, and why there is no verdict where there is none."""
+    """A paper's claim in words, whether it holds in our runs (None: undecided, or no verdict yet),
+    the numbers behind it, and why there is no verdict where there is none."""
 
     claim: str
     holds: bool | None
     numbers: str = ""
     reason: str = ""
+    undecided: bool = False  # with holds None: every number is there, the seeds' spread does not decide
+    interval: str = ""  # a comparison's: the difference, its interval and seeds, and which way it points
 
     @property
     def word(self) -> str:
-        """:data:`HOLDS`, :data:`DOES_NOT_HOLD` or :data:`NO_VERDICT`."""
-        return NO_VERDICT if self.holds is None else HOLDS if self.holds else DOES_NOT_HOLD
+        """:data:`HOLDS`, :data:`DOES_NOT_HOLD`, :data:`UNDECIDED` or :data:`NO_VERDICT`."""
+        if self.holds is None:
+            return UNDECIDED if self.undecided else NO_VERDICT
+        return HOLDS if self.holds else DOES_NOT_HOLD
 
     def text(self) -> str:
         """The verdict and the claim (and the reason for no verdict) on one line, our numbers below."""
@@ -85,33 +102,68 @@ def show(verdicts: Iterable[Verdict], heading: str | None = None) -> None:
 
 
 def _missing(*values) -> bool:
-    """True when any value is None or NaN (a series counts when any of its entries is)."""
+    """True when any value is None or NaN; a series or a sequence of seeds' values counts when any
+    of its entries does, or when it is empty."""
     for value in values:
         if isinstance(value, pd.Series):
-            if value.isna().any():
+            if any(_missing(entry) for entry in value):
+                return True
+        elif isinstance(value, (list, tuple, np.ndarray)):
+            if len(value) == 0 or np.isnan(np.asarray(value, dtype=float)).any():
                 return True
         elif value is None or pd.isna(value):
             return True
     return False
 
 
-# ---------------------------------------------------------------------- one number against another
-def beats(claim: str, value: float, rival: float, *, lower_is_better: bool = False,
-          numbers: str | None = None, unit: str = "%") -> Verdict:
-    """Holds when ``value`` is above ``rival`` (below, with ``lower_is_better``); a tie does not."""
-    numbers = f"{number_text(value, unit)} vs {number_text(rival, unit)}" if numbers is None else numbers
+def _difference_unit(unit: str) -> str:
+    """The unit of a difference: percentages differ by points."""
+    return "points" if unit == "%" else unit
+
+
+def _joined(*parts: str) -> str:
+    return "; ".join(part for part in parts if part)
+
+
+def _compared(claim: str, numbers: str, interval: str, holds: bool | None) -> Verdict:
+    """A comparison's verdict (``holds`` None: undecided): the caller's numbers, then the interval."""
+    return Verdict(claim, holds, _joined(numbers, interval), undecided=holds is None, interval=interval)
+
+
+# ---------------------------------------------------------------------- one method against another
+def beats(claim: str, value: float | Sequence[float], rival: float | Sequence[float], *, lower_is_better: bool = False,
+          numbers: str | None = None, unit: str = "%", digits: int = 2) -> Verdict:
+    """Holds when ``value`` beats ``rival`` (higher; lower with ``lower_is_better``): the bootstrap
+    interval of the difference of their seeds' means (:class:`Difference`) lies wholly on the
+    better side of zero. Does not hold when it lies wholly on the worse side; undecided when it
+    holds zero or a side has one seed (a number is one seed's value: pass every seed's values, a
+    sequence or a :func:`per_seed` cell, for an interval). The numbers end with the interval, in
+    ``unit`` ("%": points) to ``digits`` decimals."""
+    if numbers is None:
+        numbers = f"{number_text(seed_mean(value), unit, digits)} vs {number_text(seed_mean(rival), unit, digits)}"
     if _missing(value, rival):
         return no_verdict(claim, MISSING, numbers)
-    return Verdict(claim, bool(value < rival if lower_is_better else value > rival), numbers)
+    difference = Difference.of(value, rival, lower_is_better=lower_is_better)
+    outcome = difference.outcome
+    interval = f"{difference.text(_difference_unit(unit), digits)}: {outcome}"
+    return _compared(claim, numbers, interval, None if outcome == UNDECIDED else outcome == BEATS)
 
 
-def at_least(claim: str, value: float, reference: float, *, tolerance: float = 0.0,
+def at_least(claim: str, value: float | Sequence[float], reference: float | Sequence[float], *, tolerance: float = 0.0,
              numbers: str | None = None, unit: str = "%") -> Verdict:
-    """Holds when ``value`` is no more than ``tolerance`` below ``reference`` (a tie holds)."""
-    numbers = f"{number_text(value, unit)} vs {number_text(reference, unit)}" if numbers is None else numbers
+    """Holds when ``value`` is shown no more than ``tolerance`` below ``reference``: the bootstrap
+    interval of the difference (:class:`Difference`) lies wholly at or above ``-tolerance``. Does
+    not hold when it lies wholly below; undecided otherwise, and with one seed a side."""
+    if numbers is None:
+        numbers = f"{number_text(seed_mean(value), unit)} vs {number_text(seed_mean(reference), unit)}"
     if _missing(value, reference):
         return no_verdict(claim, MISSING, numbers)
-    return Verdict(claim, bool(value >= reference - tolerance), numbers)
+    difference = Difference.of(value, reference)
+    above = not math.isnan(difference.low) and difference.low >= -tolerance
+    outcome = "not below" if above else "below" if difference.side(-tolerance) == TRAILS else UNDECIDED
+    allowed = f", allowed -{tolerance:g}" if tolerance else ""
+    interval = f"{difference.text(_difference_unit(unit))}{allowed}: {outcome}"
+    return _compared(claim, numbers, interval, None if outcome == UNDECIDED else above)
 
 
 def within(claim: str, value: float, reference: float, tolerance: float, *,
@@ -128,35 +180,56 @@ def within(claim: str, value: float, reference: float, tolerance: float, *,
 # ---------------------------------------------------------------------- a label among others
 def beats_at(claim: str, values: pd.Series, label, rival, *, lower_is_better: bool = False,
              numbers: str | None = None, name: Callable | None = None, unit: str = "%") -> Verdict:
-    """:func:`beats` for two labels of ``values`` (two values of a knob, two methods); no verdict
-    when either label is not among ``values``."""
+    """:func:`beats` for two labels of ``values`` (two values of a knob, two methods; each entry
+    one seed's value or every seed's, as :func:`per_seed` gives them); no verdict when either
+    label is not among ``values``, or the two are one label (a grid of one value)."""
     name = name or label_text
     absent = [name(key) for key in (label, rival) if key not in values.index]
     if absent:
         return no_verdict(claim, f"{' and '.join(absent)} not among the values compared", numbers or "")
+    if label == rival:
+        return no_verdict(claim, ONE_VALUE, numbers or "")
     if numbers is None:
-        numbers = (f"{number_text(values[label], unit)} at {name(label)} vs "
-                   f"{number_text(values[rival], unit)} at {name(rival)}")
-    return beats(claim, values[label], values[rival], lower_is_better=lower_is_better, numbers=numbers)
+        numbers = (f"{number_text(seed_mean(values[label]), unit)} at {name(label)} vs "
+                   f"{number_text(seed_mean(values[rival]), unit)} at {name(rival)}")
+    return beats(claim, values[label], values[rival], lower_is_better=lower_is_better, numbers=numbers, unit=unit)
 
 
 def best_at(claim: str, values: pd.Series, label, *, lower_is_better: bool = False, strictly: bool = False,
             numbers: str | None = None, name: Callable | None = None) -> Verdict:
-    """Holds when ``label`` leads ``values`` (is highest, or lowest with ``lower_is_better``); a
-    label tied for the lead leads, unless ``strictly``. No verdict with fewer than two values, a
-    ``label`` that is not among them, or a value missing: the lead over the values present could
-    be wrong."""
+    """Holds when ``label`` leads ``values`` (each entry one seed's value or every seed's, as
+    :func:`per_seed` gives them): it beats every other label (:func:`beats`: higher, or lower with
+    ``lower_is_better``, by an interval clear of zero). Does not hold when another label beats it;
+    undecided otherwise. A lead read from the seeds' intervals is never a tie, so ``strictly``
+    (kept for its callers) changes nothing. No verdict with fewer than two values, a ``label``
+    that is not among them, or a value missing: the lead over the values present could be wrong."""
     name = name or label_text
     if len(values) < 2:
         return no_verdict(claim, ONE_VALUE, values_text(values, "", name=name) if numbers is None else numbers)
     if label not in values.index:
         return no_verdict(claim, f"{name(label)} not among the values compared", numbers or "")
+    means = values.map(seed_mean)
     if numbers is None:
-        numbers = _lead_text(values, label, lower_is_better, name)
+        numbers = _lead_text(means, label, lower_is_better, name)
     if _missing(values):
         return no_verdict(claim, MISSING, numbers)
-    top = leaders(-values if lower_is_better else values)
-    return Verdict(claim, label in top and (len(top) == 1 or not strictly), numbers)
+    against = {other: Difference.of(values[label], values[other], lower_is_better=lower_is_better)
+               for other in values.index if other != label}
+    rival = _decisive_rival(against, means, lower_is_better)
+    outcome = against[rival].outcome
+    interval = f"against {name(rival)}: {against[rival].text()}: {outcome}"
+    return _compared(claim, numbers, interval, None if outcome == UNDECIDED else outcome == BEATS)
+
+
+def _decisive_rival(against: dict, means: pd.Series, lower_is_better: bool):
+    """The label whose comparison decides a lead: the strongest (by mean) of those the leader
+    trails, else of those it neither beats nor trails, else of all (it beats every one)."""
+    for outcome in (TRAILS, UNDECIDED, BEATS):
+        group = [other for other, difference in against.items() if difference.outcome == outcome]
+        if group:
+            strength = means[group] * (-1 if lower_is_better else 1)
+            return strength.idxmax()
+    raise AssertionError("no rival to compare")  # unreachable: best_at checks for two values
 
 
 def _lead_text(values: pd.Series, label, lower_is_better: bool, name: Callable) -> str:
@@ -227,22 +300,32 @@ def spread(values: pd.Series) -> float:
 # ---------------------------------------------------------------------- several at once
 def every(claim: str, verdicts: Sequence[Verdict], *, numbers: str | None = None, unit: str = "cases") -> Verdict:
     """A claim made of ``verdicts`` (one per column, method, ...): it does not hold where one of
-    them does not, holds where all of them do, and has no verdict otherwise (or with none)."""
-    failed = sum(v.holds is False for v in verdicts)
-    open_ = sum(v.holds is None for v in verdicts)
-    held = len(verdicts) - failed - open_
-    counts = f"holds in {held} of {len(verdicts)} {unit}" + (f", does not hold in {failed}" if failed else "") \
-        + (f", no verdict yet in {open_}" if open_ else "")
+    them does not, holds where all of them do, has no verdict while one has none (or there are
+    none), and is undecided where the rest hold and some are undecided. The numbers end with the
+    intervals of the parts that decide it (those that do not hold, else the undecided ones, else all)."""
     if not verdicts:
         return no_verdict(claim, f"no {unit} to compare", numbers or "")
+    failed = sum(v.holds is False for v in verdicts)
+    undecided = sum(v.holds is None and v.undecided for v in verdicts)
+    open_ = sum(v.holds is None and not v.undecided for v in verdicts)
+    held = len(verdicts) - failed - undecided - open_
+    counts = f"holds in {held} of {len(verdicts)} {unit}" + (f", does not hold in {failed}" if failed else "") \
+        + (f", {UNDECIDED} in {undecided}" if undecided else "") + (f", no verdict yet in {open_}" if open_ else "")
     numbers = counts if numbers is None else numbers
     if failed:
-        return Verdict(claim, False, numbers)
+        return Verdict(claim, False, _joined(numbers, _intervals(v for v in verdicts if v.holds is False)))
     if open_:
-        reasons = {v.reason for v in verdicts if v.holds is None}
+        reasons = {v.reason for v in verdicts if v.holds is None and not v.undecided}
         why = f": {reasons.pop()}" if len(reasons) == 1 else ""
         return no_verdict(claim, f"no verdict yet in {open_} of {len(verdicts)} {unit}{why}", numbers)
-    return Verdict(claim, True, numbers)
+    if undecided:
+        return Verdict(claim, None, _joined(numbers, _intervals(v for v in verdicts if v.undecided)), undecided=True)
+    return Verdict(claim, True, _joined(numbers, _intervals(verdicts)))
+
+
+def _intervals(verdicts: Iterable[Verdict]) -> str:
+    """'base: +0.05 points, one seed: no interval: undecided; ...' for the comparisons among ``verdicts``."""
+    return "; ".join(f"{v.claim}: {v.interval}" for v in verdicts if v.interval)
 
 
 def complete_cells(mean: pd.DataFrame) -> pd.DataFrame:
@@ -256,6 +339,29 @@ def complete_cells(mean: pd.DataFrame) -> pd.DataFrame:
             if counts is not None and counts[0] < counts[1]:
                 complete.at[row, column] = float("nan")
     return complete
+
+
+def per_seed(frame: pd.DataFrame, index: str | list[str], columns: str | list[str] | None,
+             value: str) -> pd.DataFrame:
+    """Every seed's ``value`` per cell of a results frame, laid out as
+    :func:`fedlib.orchestration.experiments.mean_std` lays out its mean (index x columns): a tuple
+    in seed order, or NaN in a cell one of whose seeds diverged or is in no store (a verdict reads
+    every declared seed or none, as :func:`complete_cells`)."""
+    keys = experiments.cell_keys(index, columns)
+    ordered = frame.sort_values("seed", kind="stable") if "seed" in frame.columns else frame
+    usable = ~(experiments.flag_column(ordered, "not_run") | experiments.flag_column(ordered, "diverged"))
+    cells = {}
+    for key, rows in ordered.groupby(keys, sort=False):
+        complete = bool(usable[rows.index].all())
+        cells[key[0] if len(keys) == 1 else key] = tuple(rows[value].astype(float)) if complete else float("nan")
+    seeds = pd.Series(cells, dtype=object)
+    if len(keys) > 1:
+        seeds.index = pd.MultiIndex.from_tuples(seeds.index, names=keys)
+    else:
+        seeds.index.name = keys[0]
+    if columns is None:
+        return seeds.to_frame(value)
+    return seeds.unstack([columns] if isinstance(columns, str) else list(columns))
 
 
 # ---------------------------------------------------------------------- the cost to reach a target
@@ -328,9 +434,9 @@ def reaches(claim: str, cell: Reach, *, expected: bool = True, numbers: str | No
 
 
 # ---------------------------------------------------------------------- our numbers in words
-def number_text(value: float, unit: str = "%", digits: int = 2, missing: str = "no number") -> str:
-    """'41.10%'; ``missing`` where the value is None or NaN."""
-    return missing if _missing(value) else f"{value:.{digits}f}{unit}"
+def number_text(value: float | Sequence[float], unit: str = "%", digits: int = 2, missing: str = "no number") -> str:
+    """'41.10%' (every seed's values: their mean); ``missing`` where a value is None or NaN."""
+    return missing if _missing(value) else f"{seed_mean(value):.{digits}f}{unit}"
 
 
 def values_text(values: pd.Series, unit: str = "%", digits: int = 2, missing: str = "no number",

@@ -1,5 +1,6 @@
-"""fedlib.reporting.claims: each kind of claim holds, does not hold, or gets no verdict yet, and a
-missing or partial number never yields a verdict. Also the paper's setting strings, read in one place."""
+"""fedlib.reporting.claims: each kind of claim holds, does not hold, is undecided (the seeds' spread
+does not decide) or gets no verdict yet, and a missing or partial number never yields a verdict.
+Also the paper's setting strings, read in one place."""
 
 import math
 
@@ -8,7 +9,7 @@ import pytest
 
 from fedlib.errors import FedlibError
 from fedlib.orchestration import experiments
-from fedlib.reporting import claims
+from fedlib.reporting import claims, intervals
 from fedlib.reporting.paper_numbers import load_paper_results, setting_field, setting_values
 from fedlib.reporting.tables import DIVERGED, NEVER, NOT_RUN
 
@@ -21,10 +22,11 @@ def by(values: dict) -> pd.Series:
 
 
 # ---------------------------------------------------------------------- the verdict itself
-def test_a_verdict_names_itself_in_the_three_words():
+def test_a_verdict_names_itself_in_the_four_words():
     assert claims.Verdict("c", True).word == claims.HOLDS == "holds"
     assert claims.Verdict("c", False).word == claims.DOES_NOT_HOLD == "does not hold"
     assert claims.Verdict("c", None).word == claims.NO_VERDICT == "no verdict yet"
+    assert claims.Verdict("c", None, undecided=True).word == claims.UNDECIDED == "undecided"
 
 
 def test_text_puts_the_reason_beside_the_claim_and_the_numbers_under_it():
@@ -42,16 +44,52 @@ def test_show_prints_the_heading_then_each_verdict(capsys):
                                                     "  does not hold   b"]
 
 
-# ---------------------------------------------------------------------- one number against another
-def test_beats_holds_only_when_strictly_better():
-    assert claims.beats("c", 31.4, 30.3).holds is True
-    assert claims.beats("c", 30.3, 31.4).holds is False
-    assert claims.beats("c", 30.3, 30.3).holds is False, "a tie is not a win"
+# ---------------------------------------------------------------------- one method against another
+def test_clearly_separated_seeds_beat():
+    verdict = claims.beats("FedAvg beats FedVLS", (95.30, 96.67, 94.15), (89.09, 93.52, 83.07))
+    assert verdict.holds is True and verdict.word == claims.HOLDS
+    difference = intervals.Difference.of((95.30, 96.67, 94.15), (89.09, 93.52, 83.07))
+    assert 0 < difference.low < difference.mean < difference.high
+    assert verdict.numbers.endswith(f"{difference.text()}: beats")
+
+
+def test_reversed_seeds_trail():
+    verdict = claims.beats("FedVLS beats FedAvg", (89.09, 93.52, 83.07), (95.30, 96.67, 94.15))
+    assert verdict.holds is False and verdict.numbers.endswith("3 seeds each: trails")
+
+
+def test_overlapping_seeds_are_undecided_and_print_their_interval():
+    verdict = claims.beats("c", (72.0, 73.4, 74.1), (73.3, 72.1, 71.5))
+    assert verdict.holds is None and verdict.undecided and verdict.word == claims.UNDECIDED
+    difference = intervals.Difference.of((72.0, 73.4, 74.1), (73.3, 72.1, 71.5))
+    assert difference.low < 0 < difference.high
+    assert verdict.numbers == (f"73.17% vs 72.30%; +0.87 points [{difference.low:+.2f}, {difference.high:+.2f}], "
+                               "3 seeds each: undecided")
+
+
+def test_one_seed_each_is_undecided_however_large_the_gap():
+    verdict = claims.beats("c", 31.4, 10.3)
+    assert verdict.holds is None and verdict.undecided
+    assert verdict.numbers == "31.40% vs 10.30%; +21.10 points, one seed: no interval: undecided"
+    lopsided = claims.beats("c", [31.4], (10.3, 11.0, 12.0))
+    assert lopsided.holds is None and "1 and 3 seeds (one side has one seed: no interval)" in lopsided.numbers
 
 
 def test_beats_with_lower_is_better_reverses_the_comparison():
-    assert claims.beats("closer", 0.20, 0.30, lower_is_better=True).holds is True
-    assert claims.beats("closer", 0.30, 0.20, lower_is_better=True).holds is False
+    assert claims.beats("closer", (0.20, 0.21), (0.30, 0.31), lower_is_better=True).holds is True
+    assert claims.beats("closer", (0.30, 0.31), (0.20, 0.21), lower_is_better=True).holds is False
+    assert claims.beats("c", (0.30, 0.31), (0.20, 0.21)).holds is True
+
+
+def test_identical_seeds_do_not_beat_each_other():
+    assert claims.beats("c", (30.3, 30.3), (30.3, 30.3)).holds is None, "a tie is not a win"
+
+
+def test_the_caller_numbers_keep_the_interval_after_them():
+    verdict = claims.beats("c", (2.0, 3.0), (0.0, 1.0), numbers="")
+    assert verdict.numbers == "+2.00 points [+1.00, +3.00], 2 seeds each: beats"
+    shares = claims.beats("c", (0.5, 0.6), (0.1, 0.2), numbers="share", unit="")
+    assert shares.numbers == "share; +0.40 [+0.30, +0.50], 2 seeds each: beats"
 
 
 @pytest.mark.parametrize("value, rival", [(NAN, 30.0), (30.0, NAN), (None, 30.0)])
@@ -62,9 +100,12 @@ def test_beats_gives_no_verdict_when_a_number_is_missing(value, rival):
 
 
 def test_at_least_holds_on_a_tie_and_within_its_tolerance():
-    assert claims.at_least("c", 70.0, 70.0).holds is True
-    assert claims.at_least("c", 69.6, 70.0, tolerance=0.5).holds is True
-    assert claims.at_least("c", 69.4, 70.0, tolerance=0.5).holds is False
+    assert claims.at_least("c", (70.0, 70.0), (70.0, 70.0)).holds is True
+    assert claims.at_least("c", (69.6, 69.7), (70.0, 70.0), tolerance=0.5).holds is True
+    below = claims.at_least("c", (69.3, 69.4), (70.0, 70.0), tolerance=0.5)
+    assert below.holds is False and below.numbers.endswith("allowed -0.5: below")
+    assert claims.at_least("c", (69.4, 70.4), (70.0, 70.0), tolerance=0.5).undecided
+    assert claims.at_least("c", 70.0, 70.0).undecided, "one seed: no interval"
     assert claims.at_least("c", NAN, 70.0).holds is None
 
 
@@ -77,44 +118,64 @@ def test_within_holds_on_either_side_of_the_reference():
 
 
 # ---------------------------------------------------------------------- a label among others
-def test_best_at_holds_for_the_leader_and_for_every_label_in_a_tie():
-    values = by({"fedavg": 36.1, "fedrs": 36.4, "fedlmd_tf": 41.7})
+def seeds(values: dict) -> pd.Series:
+    """A series of per-seed tuples indexed by labels, as claims.per_seed gives a column."""
+    return pd.Series(list(values.values()), index=list(values), dtype=object)
+
+
+def test_best_at_holds_when_the_label_beats_every_other():
+    values = seeds({"fedavg": (36.1, 36.5), "fedrs": (36.4, 36.0), "fedlmd_tf": (41.7, 41.2)})
     assert claims.best_at("c", values, "fedlmd_tf").holds is True
-    assert claims.best_at("c", values, "fedrs").holds is False
-    tied = by({0.001: 18.0, 1.0: 18.0})
-    assert claims.best_at("c", tied, 0.001).holds is True and claims.best_at("c", tied, 1.0).holds is True
+    assert claims.best_at("c", values, "fedrs").holds is False, "fedlmd_tf beats it"
+    close = seeds({"fedavg": (36.1, 36.5), "fedrs": (36.4, 36.0), "fedlmd_tf": (36.0, 36.9)})
+    assert claims.best_at("c", close, "fedlmd_tf").undecided
 
 
-def test_best_at_strictly_needs_a_lead_without_a_tie():
-    alphas = by({0.0: 18.0, 0.8: 19.0, 0.9: 18.0})
-    assert claims.best_at("alpha 0 below every other", alphas, 0.0, lower_is_better=True).holds is True
-    assert claims.best_at("alpha 0 below every other", alphas, 0.0, lower_is_better=True, strictly=True).holds is False
-    assert claims.best_at("c", by({0.0: 17.0, 0.9: 18.0}), 0.0, lower_is_better=True, strictly=True).holds is True
+def test_best_at_with_one_seed_is_undecided_even_for_a_clear_leader():
+    values = by({"fedavg": 36.1, "fedrs": 36.4, "fedlmd_tf": 41.7})
+    verdict = claims.best_at("c", values, "fedlmd_tf")
+    assert verdict.holds is None and verdict.undecided and intervals.ONE_SEED in verdict.numbers
+    assert claims.best_at("c", by({0.001: 18.0, 1.0: 18.0}), 0.001, strictly=True).undecided
+
+
+def test_best_at_names_the_rival_that_decides():
+    values = seeds({"a": (50.0, 51.0), "wide": (40.0, 70.0), "tight": (55.0, 55.5)})
+    verdict = claims.best_at("a leads", values, "a")
+    assert verdict.holds is False and "against tight: -4.75 points" in verdict.numbers, "the one it trails"
+    leader = claims.best_at("tight leads", values, "tight")
+    assert leader.undecided and "against wide:" in leader.numbers
 
 
 def test_beats_at_compares_two_labels_and_names_one_the_grid_lacks():
-    mus = by({0.001: 18.0, 1.0: 12.0})
+    mus = seeds({0.001: (18.0, 18.5), 1.0: (12.0, 12.5)})
     verdict = claims.beats_at("mu = 1 below mu = 0.001", mus, 0.001, 1.0, name=lambda v: f"mu = {v:g}")
-    assert verdict.holds is True and verdict.numbers == "18.00% at mu = 0.001 vs 12.00% at mu = 1"
+    assert verdict.holds is True
+    assert verdict.numbers == ("18.25% at mu = 0.001 vs 12.25% at mu = 1; +6.00 points [+5.50, +6.50], "
+                               "2 seeds each: beats")
     assert claims.beats_at("c", mus, 1.0, 0.001).holds is False
     lacking = claims.beats_at("c", by({0.001: 18.0, 0.1: 12.0}), 0.001, 1.0, name=lambda v: f"mu = {v:g}")
     assert lacking.holds is None and lacking.reason == "mu = 1 not among the values compared"
     assert claims.beats_at("c", by({0.001: NAN, 1.0: 12.0}), 0.001, 1.0).reason == claims.MISSING
+    assert claims.beats_at("c", seeds({0.001: (18.0, NAN), 1.0: (12.0, 1.0)}), 0.001, 1.0).reason == claims.MISSING
+    assert claims.beats_at("first above last", mus, 1.0, 1.0).reason == claims.ONE_VALUE, "a grid of one value"
 
 
 def test_best_at_with_lower_is_better_picks_the_smallest():
-    drops = by({"fedavg": 1.39, "fedlmd": 0.0})
+    drops = seeds({"fedavg": (1.39, 1.2), "fedlmd": (0.0, 0.1)})
     assert claims.best_at("least drop", drops, "fedlmd", lower_is_better=True).holds is True
     assert claims.best_at("least drop", drops, "fedavg", lower_is_better=True).holds is False
 
 
 def test_best_at_names_the_rank_and_the_strongest_rival():
     numbers = claims.best_at("c", by({"fedavg": 36.11, "fedrs": 36.39, "fedlmd_tf": 30.28}), "fedlmd_tf").numbers
-    assert numbers == "fedlmd_tf 30.28 (rank 3 of 3); best of the others fedrs 36.39 (-6.11)"
+    assert numbers == ("fedlmd_tf 30.28 (rank 3 of 3); best of the others fedrs 36.39 (-6.11); "
+                       "against fedrs: -6.11 points, one seed: no interval: undecided")
 
 
 def test_best_at_gives_no_verdict_on_a_single_value_an_absent_label_or_a_missing_number():
     assert claims.best_at("c", by({5: 31.0}), 5).reason == claims.ONE_VALUE
+    one_of_seeds = claims.best_at("c", seeds({5: (31.0, 32.0)}), 5)
+    assert one_of_seeds.reason == claims.ONE_VALUE and one_of_seeds.numbers == "31.50 at 5", "the seeds' mean"
     assert "not among" in claims.best_at("c", by({1: 30.0, 2: 31.0}), 10).reason
     partial = claims.best_at("c", by({"fedavg": NAN, "fedlmd_tf": 41.7}), "fedlmd_tf")
     assert partial.holds is None, "the missing rival could have been the best"
@@ -183,6 +244,26 @@ def test_every_passes_on_the_reason_its_open_parts_share():
     assert mixed.reason == "no verdict yet in 2 of 2 methods"
 
 
+def test_every_is_undecided_where_the_rest_hold():
+    parts = [claims.Verdict("a", True), claims.Verdict("b", None, undecided=True)]
+    verdict = claims.every("c", parts, unit="columns")
+    assert verdict.undecided and verdict.numbers == "holds in 1 of 2 columns, undecided in 1"
+    assert claims.every("c", [*parts, claims.Verdict("d", None)]).undecided is False, "a missing part: no verdict"
+    assert claims.every("c", [*parts, claims.Verdict("d", False)]).holds is False
+
+
+def test_every_ends_with_the_intervals_of_the_parts_that_decide_it():
+    held, open_ = claims.beats("a", (3.0, 4.0), (0.0, 1.0)), claims.beats("b", 1.0, 0.0)
+    verdict = claims.every("c", [held, open_], unit="columns")
+    assert verdict.numbers == ("holds in 1 of 2 columns, undecided in 1; "
+                               "b: +1.00 points, one seed: no interval: undecided")
+    failed = claims.beats("d", (0.0, 1.0), (3.0, 4.0))
+    assert claims.every("c", [held, open_, failed]).numbers.endswith(
+        "; d: -3.00 points [-4.00, -2.00], 2 seeds each: trails")
+    assert claims.every("c", [held]).numbers == ("holds in 1 of 1 cases; "
+                                                 "a: +3.00 points [+2.00, +4.00], 2 seeds each: beats")
+
+
 def test_every_gives_no_verdict_while_one_part_is_open_or_none_exists():
     assert claims.every("c", [claims.Verdict("a", True), claims.Verdict("b", None)]).holds is None
     nothing = claims.every("c", [], unit="variants")
@@ -198,6 +279,20 @@ def test_complete_cells_blank_the_cells_that_ran_fewer_seeds_than_declared():
     complete = claims.complete_cells(mean)
     assert complete.at["fedavg", "s"] == 61.0 and math.isnan(complete.at["pkd", "s"])
     assert claims.best_at("c", complete["s"], "pkd").holds is None
+
+
+def test_per_seed_lays_out_every_seed_in_seed_order_and_blanks_an_incomplete_cell():
+    frame = pd.DataFrame({"label": ["fedavg", "fedavg", "pkd", "pkd", "moon", "moon"], "setting": ["s"] * 6,
+                          "seed": [1, 0, 0, 1, 0, 1], "value": [62.0, 60.0, 70.0, NAN, 50.0, 51.0],
+                          "not_run": [False, False, False, True, False, False],
+                          "diverged": [False] * 5 + [True]})
+    values = claims.per_seed(frame, "label", "setting", "value")
+    assert values.at["fedavg", "s"] == (60.0, 62.0)
+    assert pd.isna(values.at["pkd", "s"]) and pd.isna(values.at["moon", "s"])
+    assert claims.beats("c", values.at["fedavg", "s"], (50.0, 51.0)).holds is True
+    assert claims.best_at("c", values["s"], "fedavg").reason == claims.MISSING
+    alone = claims.per_seed(frame, "label", None, "value")
+    assert list(alone.columns) == ["value"] and alone.at["fedavg", "value"] == (60.0, 62.0)
 
 
 # ---------------------------------------------------------------------- the cost to reach a target
