@@ -34,6 +34,15 @@ def register(cls: type | None = None, *, aliases: tuple[str, ...] = ()):
     return wrap(cls) if cls is not None else wrap
 
 
+def unregister(*names: str) -> None:
+    """Forget the methods registered under ``names`` (a test's or an exercise's own; unknown names
+    are ignored) and the aliases that point at them."""
+    for name in names:
+        _REGISTRY.pop(name, None)
+        for alias in [a for a, target in _ALIASES.items() if target == name]:
+            del _ALIASES[alias]
+
+
 def _load_all() -> None:
     """Import every module of this package once so their @register calls run."""
     global _LOADED
@@ -200,5 +209,5 @@ def build_algorithm(method: str, args: dict[str, Any] | None = None, dataset: st
     return klass(resolve_hparams(klass, dict(args or {}), dataset))
 
 
-__all__ = ["register", "method_names", "get_class", "method_class", "canonical_method", "compose",
+__all__ = ["register", "unregister", "method_names", "get_class", "method_class", "canonical_method", "compose",
            "build_algorithm", "check_method", "resolve_hparams"]

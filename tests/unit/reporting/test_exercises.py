@@ -7,57 +7,56 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from fedlib.algorithms import register
+from fedlib.algorithms import method_names, register, unregister
 from fedlib.errors import FedlibError
 from fedlib.reporting.exercises import check_method
 
 ANSWERS = Path(__file__).resolve().parents[3] / "teaching" / "answers"
-FEDPROX = runpy.run_path(str(ANSWERS / "fedprox.py"))["MyFedProx"]
-FEDVLS = runpy.run_path(str(ANSWERS / "fedvls.py"))["MyFedVLS"]
 
 
-@register
-class DoubledFedProx(FEDPROX):
-    """The proximal term without its 1/2."""
-
-    name = "test_doubled_fedprox"
-
-    def penalty(self, model, ctx):
-        return 2 * super().penalty(model, ctx)
-
-
-@register
-class CrossEntropyOnly(FEDPROX):
-    """No term at all: FedAvg under another name."""
-
-    name = "test_no_prox"
-
-    def penalty(self, model, ctx):
-        return None
+@pytest.fixture(scope="module", autouse=True)
+def student_methods():
+    """The answers and the slips below registered for this module only (other tests list the
+    registered methods)."""
+    before = set(method_names())
+    answers = {name: runpy.run_path(str(ANSWERS / f"{name}.py")) for name in ("fedprox", "fedvls")}
+    for make in (_doubled, _no_term, _full_kl, _broken):
+        register(make(answers))
+    yield
+    unregister(*(set(method_names()) - before))
+    assert set(method_names()) == before
 
 
-@register
-class FullKL(FEDVLS):
-    """The distillation taken over every class instead of the vacant ones."""
-
-    name = "test_full_kl_fedvls"
-
-    def loss(self, out, labels, ctx, teacher_out):
-        prior = ctx.class_counts / ctx.class_counts.sum()
-        calibrated = F.cross_entropy(out.logits + torch.log(prior), labels)
-        teacher = F.softmax(teacher_out["global"].logits, dim=1)
-        kl = (teacher * (torch.log(teacher) - F.log_softmax(out.logits, dim=1))).sum(dim=1).mean()
-        return calibrated + self.hp["lam"] * kl
+def _doubled(answers):
+    return type("DoubledFedProx", (answers["fedprox"]["MyFedProx"],), {
+        "name": "test_doubled_fedprox", "__doc__": "The proximal term without its 1/2.",
+        "penalty": lambda self, model, ctx: 2 * answers["fedprox"]["MyFedProx"].penalty(self, model, ctx)})
 
 
-@register
-class Broken(FEDPROX):
-    """Student code that raises."""
+def _no_term(answers):
+    return type("CrossEntropyOnly", (answers["fedprox"]["MyFedProx"],), {
+        "name": "test_no_prox", "__doc__": "No term at all: FedAvg under another name.",
+        "penalty": lambda self, model, ctx: None})
 
-    name = "test_broken_fedprox"
 
-    def penalty(self, model, ctx):
-        return ctx.extras["no_such_key"]
+def _full_kl(answers):
+    return type("FullKL", (answers["fedvls"]["MyFedVLS"],), {
+        "name": "test_full_kl_fedvls", "__doc__": "Distillation over every class, not the vacant ones.",
+        "loss": _full_kl_loss})
+
+
+def _full_kl_loss(self, out, labels, ctx, teacher_out):
+    prior = ctx.class_counts / ctx.class_counts.sum()
+    calibrated = F.cross_entropy(out.logits + torch.log(prior), labels)
+    teacher = F.softmax(teacher_out["global"].logits, dim=1)
+    kl = (teacher * (torch.log(teacher) - F.log_softmax(out.logits, dim=1))).sum(dim=1).mean()
+    return calibrated + self.hp["lam"] * kl
+
+
+def _broken(answers):
+    return type("Broken", (answers["fedprox"]["MyFedProx"],), {
+        "name": "test_broken_fedprox", "__doc__": "Student code that raises.",
+        "penalty": lambda self, model, ctx: ctx.extras["no_such_key"]})
 
 
 # The answer key passing is tested where students meet it: tests/notebooks/test_exercises.py.
