@@ -137,7 +137,7 @@ PROMPTS: dict[str, tuple[list[str], list[tuple[str, str]]]] = {
         "moves against full KD and FedNTD.",
         "`smoothing = 0.3`: three times the label smoothing. Is FedLMD-Tf more than label smoothing "
         "restricted to the client's classes?",
-        "`beta = 0.5`: with milder skew, do the rows move closer together?",
+        "`beta = 0.05`: the paper's skew. Do both tables keep their order at this scale?",
     ], [("fedlib/algorithms/fedlmd.py", "`local_loss`"), ("fedlib/algorithms/fedlmd_tf.py", "`local_loss`"),
         ("fedlib/algorithms/label_smoothing.py", "label smoothing")]),
     "fedlmd_table3_partitions": ([
