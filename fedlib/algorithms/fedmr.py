@@ -13,7 +13,8 @@ decorrelates the feature dimensions *within each class* of the batch:
 
     L = CE + deco * L_intra
 
-eps = 1e-8, deco = 4 (FedVLS appendix). The paper's inter-class term is not implemented: why, and
+eps = 1e-8, deco = 4 (FedVLS technical appendix, Table 10; the FedVLS code's default is 0.001, the FedMR
+code's 0.01: docs/facts.md#fedmr). The paper's inter-class term is not implemented: why, and
 how this matches the released codes, docs/facts.md#fedmr. The loss is ill-conditioned in float32
 (a 1e-7 change of the features can move a standardised value's gradient 1e5 times as much), so
 two summation orders end training far apart: FedMR trains on the sequential path only
