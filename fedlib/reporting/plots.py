@@ -130,7 +130,9 @@ def provenance(profile: str | None, runs: Sequence = ()) -> str:
     """The stamp :func:`save_figure` puts under a figure: profile, dataset and data scale, seeds.
 
     ``runs``: the RunConfigs (or RunResults, anything with ``.config``) behind the figure, e.g.
-    ``"profile quick · CIFAR-10, 3,000 train / 1,000 test images · seed 0"``.
+    ``"profile quick · CIFAR-10, 3,000 train / 1,000 test images · seed 0"``. A run edited away
+    from its profile (``profile`` an :class:`~fedlib.reporting.edited_runs.EditedProfile`, as
+    ``apply_profile`` gives it) names the edits: ``"profile lesson, edited: beta=0.5 · ..."``.
     """
     configs = [getattr(run, "config", run) for run in runs  # a not-run placeholder is behind no figure
                if not getattr(run, "summary", {}).get("not_run")]
@@ -139,7 +141,8 @@ def provenance(profile: str | None, runs: Sequence = ()) -> str:
     seeds = _seeds_text([c.seed for c in configs]) if configs else ""
     if len(set(per_cell.values())) > 1:
         seeds += f" ({min(per_cell.values())} to {max(per_cell.values())} per cell)"
-    parts = [f"profile {profile}" if profile else "", "; ".join(scales), seeds]
+    named = profile.label() if getattr(profile, "edits", None) else profile
+    parts = [f"profile {named}" if profile else "", "; ".join(scales), seeds]
     return " · ".join(part for part in parts if part)
 
 

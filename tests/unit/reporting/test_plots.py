@@ -273,3 +273,12 @@ def test_panels_wrap_and_grow_to_fit_a_slide():
     assert 4 / 3 <= width / height <= 2.0, "two panels side by side, about 16:9"
     assert plots.slide_figsize(1, 4, 4.0, 3.0) == (16.0, 3.0 * 1.4), "a strip's panels grow taller, up to 1.4 times"
 
+
+def test_the_stamp_of_an_edited_run_names_its_edits():
+    from fedlib.reporting.edited_runs import EditedProfile
+
+    edited = EditedProfile("lesson", {"beta": 0.5, "method_args": {"fedlmd": {"tau": 1.0, "beta": 0.3, "x": [1, 2]}}})
+    assert edited == "lesson" and {"lesson": 1}[edited] == 1, "still the profile's name for every lookup"
+    assert plots.provenance(edited, [subset_config(seed=0)]) == \
+        "profile lesson, edited: beta=0.5, method_args · Fashion-MNIST, 2,000 train images · seed 0"
+    assert plots.provenance("lesson", [subset_config(seed=0)]).startswith("profile lesson · ")
