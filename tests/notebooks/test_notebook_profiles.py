@@ -206,6 +206,12 @@ def test_the_runner_says_where_an_edited_run_went():
     import argparse
 
     from fedlib.paper.reproduce.command_line import _written_to
+    from fedlib.paper.reproduce.runner import executed_folder
+
+    notebook, out = REPO_ROOT / "notebooks" / "fedlmd_fig4_kd_variants.ipynb", REPO_ROOT / "output" / "lesson"
+    assert executed_folder(notebook, {"profile": "lesson"}, out) == out
+    assert executed_folder(notebook, {"profile": "lesson", "beta": 0.05}, out) == out, "the profile's own value"
+    assert executed_folder(notebook, {"profile": "lesson", "beta": 0.5}, out) == REPO_ROOT / "output" / "lesson-edited"
 
     def line(parameters, publish=False):
         args = argparse.Namespace(figures=None, tables=None, publish=publish, profile="lesson", parameters=parameters)
