@@ -30,6 +30,10 @@ stands. ``figures_dir`` and ``tables_dir`` left at None mean ``output/<profile>/
 ``output/<profile>/tables``, which git ignores; the committed ``figures/`` and ``tables/`` are
 written only by ``./reproduce.sh --publish``, which records what produced each file.
 
+A run whose settings differ from its profile's (an edit kept in JupyterLab, a ``-p`` value) is no
+run of that profile (:mod:`fedlib.reporting.edited_runs`): its figures' stamp names the edits, and
+its figures and tables, left at None, go to ``output/<profile>-edited/``, never over the profile's.
+
 This module imports no torch: ``reproduce.sh --list`` reads profiles through it.
 """
 
@@ -45,6 +49,8 @@ import yaml
 
 from fedlib.errors import FedlibError, explain, one_of
 from fedlib.folders import check_environment, user_folder
+from fedlib.reporting.edited_runs import EditedProfile, profile_edits
+from fedlib.reporting.edited_runs import plain as _plain
 from fedlib.reporting.parameters import check_parameters
 from fedlib.yaml_input import load_yaml
 
@@ -166,14 +172,6 @@ def defaults_stamp(source: str) -> dict:
     return {name: _plain(value) for name, value in _assignments(source).items()}
 
 
-def _plain(value):
-    """``value`` as JSON would store it (a tuple reads as a list), for comparing with the metadata."""
-    try:
-        return json.loads(json.dumps(value))
-    except (TypeError, ValueError):
-        return repr(value)
-
-
 def _assignments(source: str) -> dict:
     """Name -> literal value of each top-level ``name = literal`` in ``source`` (others read as None)."""
     values = {}
@@ -212,8 +210,10 @@ def parse_value(name: str, value, default=None):
 
 
 def output_folder(root: Path, profile: str | None, kind: str) -> Path:
-    """Where a run that is not published writes its ``kind`` (figures or tables): ignored by git."""
-    return Path(root) / "output" / (profile or "custom") / kind
+    """Where a run that is not published writes its ``kind`` (figures or tables): ignored by git;
+    an edited run (:class:`EditedProfile`) beside the profile's, in ``output/<profile>-edited/``."""
+    name = f"{profile}-edited" if getattr(profile, "edits", None) else profile or "custom"
+    return Path(root) / "output" / name / kind
 
 
 def repo_path(path: str | os.PathLike, root: Path) -> Path:
@@ -228,19 +228,25 @@ def resolve_parameters(stem: str, values: dict, passed: dict, root: Path | None 
     the chosen profile's except for the names in ``kept`` (a reader's edits in JupyterLab),
     overridden by ``passed``; folders made absolute against the repository.
 
-    The profile is ``passed["profile"]`` if given, else ``values["profile"]``.
+    The profile is ``passed["profile"]`` if given, else ``values["profile"]``; where the result
+    differs from what that profile runs (:func:`profile_edits`), it is an :class:`EditedProfile`.
     """
     root = Path(root) if root is not None else find_root(stem)
-    defaults = cell_defaults(root / "notebooks" / f"{stem}.ipynb")
+    notebook = root / "notebooks" / f"{stem}.ipynb"
+    defaults = cell_defaults(notebook)
     passed = {name: parse_value(name, value, defaults.get(name)) for name, value in passed.items()}
     profile = passed.get("profile", values.get("profile"))
-    from_profile = profile_values(root, stem, profile)
-    undeclared = sorted(set(from_profile) - set(defaults))
+    profile_section = profile_values(root, stem, profile)
+    undeclared = sorted(set(profile_section) - set(defaults))
     if undeclared:
         raise FedlibError(f"profiles/{stem}.yaml ({profile}) sets {', '.join(undeclared)}, which the parameters "
                           f"cell of {stem} does not declare")
-    from_profile = {name: value for name, value in from_profile.items() if name not in kept}
+    from_profile = {name: value for name, value in profile_section.items() if name not in kept}
     resolved = {**values, **from_profile, **passed}
+    if profile is not None:
+        edits = profile_edits(resolved, {**shipped_defaults(notebook), **profile_section})
+        if edits:
+            resolved["profile"] = profile = EditedProfile(profile, edits)
     for name, value in resolved.items():
         if name.endswith("_dir") and value is not None:  # a blank folder is an error, not the default
             resolved[name] = str(repo_path(user_folder(value, name), root))
@@ -338,7 +344,8 @@ def apply_profile(stem: str, namespace: dict) -> dict:
     print(describe(stem, cell, resolved, passed, kept, root))
     note = profile_note(root / "profiles", stem, resolved.get("profile"))
     if note:
-        print(f"about profile {resolved['profile']}: {note}")
+        mine = " (its own settings, not your edits)" if getattr(resolved["profile"], "edits", None) else ""
+        print(f"about profile {resolved['profile']}{mine}: {note}")
     fetching = download_on_first_use(resolved)
     if fetching:
         print(fetching)
@@ -433,6 +440,10 @@ def describe(stem: str, cell: dict, resolved: dict, passed: set[str], kept: set[
             why = "passed" if name in passed else f"profile {profile}"
             lines.append(f"{name}: {_value(before)} -> {_value(after)} ({why})")
     head = f"{source}: the parameters cell as written" if not lines else f"{source}; differs from the parameters cell:"
+    edited = getattr(profile, "edits", None)
+    if edited:
+        lines.append(f"no run of profile {profile} ({', '.join(edited)} edited): figures stamped \"profile "
+                     f"{profile.label()}\", beside the profile's")
     where = [f"{kind} -> {_shown(resolved[f'{kind}_dir'], root)}" for kind in ("figures", "tables", "results")
              if resolved.get(f"{kind}_dir")]
     return "\n".join([head, *(f"  {line}" for line in lines), *([", ".join(where)] if where else [])])

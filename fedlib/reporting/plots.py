@@ -5,8 +5,12 @@ writes PNG and PDF side by side into ``figures/``, with a provenance stamp under
 (profile, data scale, seeds: :func:`provenance`). Titles and legends show names in words
 (:func:`display_name`: "Fashion-MNIST, LeNet-5", not "fashion_mnist, lenet5"); legends sit
 outside the axes (or below a row of panels: :func:`shared_legend`) so they never cover data.
+Figures are made to be shown on a slide: bars fitted to their values with each value written
+(:func:`value_bars`, :func:`zoom_to_values`, which says when an axis does not start at 0), whole
+numbers on round axes (:func:`round_ticks`), panels laid out near 16:9 (:func:`panel_grid`,
+:func:`slide_figsize`).
 
-At about 510 lines it stays one module: the house style and every shared plot helper are one
+At about 650 lines it stays one module: the house style and every shared plot helper are one
 concept, the figures' look, and a notebook imports one name for it.
 """
 
@@ -126,7 +130,9 @@ def provenance(profile: str | None, runs: Sequence = ()) -> str:
     """The stamp :func:`save_figure` puts under a figure: profile, dataset and data scale, seeds.
 
     ``runs``: the RunConfigs (or RunResults, anything with ``.config``) behind the figure, e.g.
-    ``"profile quick · CIFAR-10, 3,000 train / 1,000 test images · seed 0"``.
+    ``"profile quick · CIFAR-10, 3,000 train / 1,000 test images · seed 0"``. A run edited away
+    from its profile (``profile`` an :class:`~fedlib.reporting.edited_runs.EditedProfile`, as
+    ``apply_profile`` gives it) names the edits: ``"profile lesson, edited: beta=0.5 · ..."``.
     """
     configs = [getattr(run, "config", run) for run in runs  # a not-run placeholder is behind no figure
                if not getattr(run, "summary", {}).get("not_run")]
@@ -135,7 +141,8 @@ def provenance(profile: str | None, runs: Sequence = ()) -> str:
     seeds = _seeds_text([c.seed for c in configs]) if configs else ""
     if len(set(per_cell.values())) > 1:
         seeds += f" ({min(per_cell.values())} to {max(per_cell.values())} per cell)"
-    parts = [f"profile {profile}" if profile else "", "; ".join(scales), seeds]
+    named = profile.label() if getattr(profile, "edits", None) else profile
+    parts = [f"profile {named}" if profile else "", "; ".join(scales), seeds]
     return " · ".join(part for part in parts if part)
 
 
@@ -180,6 +187,121 @@ def _axes(ax=None, figsize=(5.0, 3.4)):
 
     if ax is None:
         _, ax = plt.subplots(figsize=figsize)
+    return ax
+
+
+# ---------------------------------------------------------------- shapes and axes that work on a slide
+SLIDE_RATIO = 16 / 9  # a slide's width : height; a figure aims at about 4:3 to 2:1
+WIDEST = 2.0  # a figure wider than this (width : height) leaves most of a slide empty
+
+
+def slide_figsize(rows: int, columns: int, width: float, height: float, grow: float = 1.4) -> tuple[float, float]:
+    """The figsize of ``rows`` x ``columns`` panels of ``width`` x ``height`` inches, each panel made
+    taller (up to ``grow`` times) where the figure would otherwise be wider than :data:`WIDEST`:1
+    (a strip of panels that a slide shows as a thin band)."""
+    wanted = width * columns / (WIDEST * rows)
+    return width * columns, rows * min(max(height, wanted), height * grow)
+
+
+def panel_grid(count: int, columns: int = 3, width: float = 4.6, height: float = 3.6) -> tuple[int, int, tuple]:
+    """``(rows, columns, figsize)`` for ``count`` panels, at most ``columns`` a row: the layout whose
+    figure (:func:`slide_figsize`) comes nearest a 16:9 slide, an empty slot counting against it
+    (four panels: two rows of two, not a 4:1 strip, nor 3 + 1); on a tie the one with fewer rows."""
+    best = None
+    for across in range(min(columns, count), 0, -1):
+        down = -(-count // across)
+        size = slide_figsize(down, across, width, height)
+        distance = abs(np.log(size[0] / size[1] / SLIDE_RATIO)) + 0.15 * (down * across - count)
+        if best is None or distance < best[0] - 1e-9:
+            best = (distance, down, across, size)
+    return best[1], best[2], best[3]
+
+
+def round_ticks(ax, axis: str = "x"):
+    """Whole-number ticks on ``ax``'s round (or epoch) axis: never a round 2.5. Returns ``ax``."""
+    from matplotlib.ticker import MaxNLocator
+
+    getattr(ax, f"{axis}axis").set_major_locator(MaxNLocator(integer=True))
+    return ax
+
+
+CUT_NOTE = "axis starts at {bottom:g}, not 0"
+KEEP_ZERO = 0.5  # the value axis keeps 0 unless the bars would fill less than half of it
+
+
+def zoom_to_values(ax, values, label_room: float = 0.12) -> bool:
+    """Fit ``ax``'s value (y) axis to the bars' ``values`` (in the axis's units), so that 92.5 and
+    94.1 look different; returns whether the axis no longer starts at 0.
+
+    The axis starts a margin (a quarter of the spread, at least 2 % of the largest value) under the
+    lowest value, at a round number, and ends ``label_room`` of its span above the highest, room
+    for the values written on the bars (:func:`label_bars`). It keeps 0 when zooming would gain
+    little (:data:`KEEP_ZERO`) or a value is negative. A cut axis says so: its label gains "axis starts at 90, not 0" and its spine a
+    break mark. Axes sharing y (``sharey``) are fitted to the values of all of them together.
+    """
+    ax._fedlib_bar_values = np.concatenate([getattr(ax, "_fedlib_bar_values", np.empty(0)),
+                                            np.asarray(values, dtype=float).ravel()])
+    siblings = [a for a in ax.get_shared_y_axes().get_siblings(ax) if hasattr(a, "_fedlib_bar_values")]
+    every = np.concatenate([a._fedlib_bar_values for a in siblings])
+    every = every[np.isfinite(every)]
+    if not every.size:
+        return False
+    low, high = float(every.min()), float(every.max())
+    margin = max(0.25 * (high - low), 0.02 * abs(high)) or 1.0  # all bars at 0: one unit of air
+    bottom = low - margin if low < 0 else 0.0
+    cut = low > 0 and low - margin > KEEP_ZERO * high
+    if cut:
+        from matplotlib.ticker import MaxNLocator
+
+        ticks = MaxNLocator(nbins=4, steps=[1, 2, 5, 10]).tick_values(low - margin, high)
+        bottom = float(max(t for t in ticks if t <= low - margin))  # a round number under the lowest bar
+    span = (high - bottom) or margin
+    ax.set_ylim(bottom, high + (0.04 + label_room) * span)
+    for each in siblings:
+        _show_cut(each, bottom if cut else None)
+    return cut
+
+
+def _show_cut(ax, bottom: float | None) -> None:
+    """Say on ``ax`` that its value axis starts at ``bottom``, not 0 (None: it starts at 0): a line
+    under the axis label and a break mark on the spine; replaces what an earlier call said."""
+    base = ax.__dict__.setdefault("_fedlib_ylabel", ax.get_ylabel())
+    for mark in getattr(ax, "_fedlib_cut_marks", []):
+        mark.remove()
+    ax._fedlib_cut_marks = []
+    if bottom is None:
+        ax.set_ylabel(base)
+        return
+    note = CUT_NOTE.format(bottom=bottom)
+    ax.set_ylabel(f"{base}\n({note})" if base else f"({note})")
+    for y in (0.025, 0.055):  # two slanted strokes across the spine: //
+        ax._fedlib_cut_marks += ax.plot([0], [y], transform=ax.transAxes, marker=[(-1, -0.5), (1, 0.5)],
+                                        markersize=7, linestyle="none", color="0.2", mew=1, clip_on=False)
+
+
+def label_bars(ax, bars, fmt: str = "{:.1f}", rotation: float = 0, fontsize="x-small"):
+    """Write each bar's value at its end (``bars``: what ``ax.bar`` returned); a bar without a
+    value (NaN) gets none. Returns the labels."""
+    labels = ["" if not np.isfinite(value) else fmt.format(value) for value in bars.datavalues]
+    return ax.bar_label(bars, labels=labels, padding=2, rotation=rotation, fontsize=fontsize)
+
+
+def value_bars(values: dict, ax=None, ylabel: str = "best test accuracy (%)", title: str | None = None,
+               colours: Sequence | None = None, errors: Sequence[float] | None = None, fmt: str = "{:.1f}"):
+    """One bar per entry of ``values`` (label -> value as shown, e.g. a best accuracy in %), each
+    value written on its bar, the value axis fitted to the values (:func:`zoom_to_values`: it says
+    when it does not start at 0). ``errors``: a ± bar each (e.g. one standard deviation)."""
+    ax = _axes(ax, figsize=(5.0, 3.4))
+    heights = np.asarray(list(values.values()), dtype=float)
+    colours = colours or [DISTINCT_COLOURS[i % len(DISTINCT_COLOURS)] for i in range(len(heights))]
+    spread = np.zeros_like(heights) if errors is None else np.nan_to_num(np.asarray(errors, dtype=float))
+    bars = ax.bar([display_name(label) for label in values], heights, color=colours, zorder=2,
+                  yerr=None if errors is None else spread, capsize=3)
+    ax.set_ylabel(ylabel)
+    zoom_to_values(ax, np.concatenate([heights - spread, heights + spread]))
+    label_bars(ax, bars, fmt)
+    if title:
+        ax.set_title(title)
     return ax
 
 
@@ -256,10 +378,8 @@ def accuracy_curves(curves: dict[str, Sequence[float]], ax=None, rounds: Sequenc
     """One line per method: accuracy (fractions, shown in %) against the round.
 
     Labels are shown in words (method ids through :func:`display_name`); ``legend`` is
-    :func:`place_legend`'s ``where``.
+    :func:`place_legend`'s ``where``; the round axis has whole-number ticks (:func:`round_ticks`).
     """
-    from matplotlib.ticker import MaxNLocator
-
     ax = _axes(ax)
     for label, values in curves.items():
         values = np.asarray(values, dtype=float) * 100
@@ -269,7 +389,7 @@ def accuracy_curves(curves: dict[str, Sequence[float]], ax=None, rounds: Sequenc
             spread = np.asarray(std[label], dtype=float) * 100
             ax.fill_between(x, values - spread, values + spread, color=line.get_color(), alpha=0.2)
     ax.set_xlabel("communication round")
-    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    round_ticks(ax)
     ax.set_ylabel(ylabel)
     if title:
         ax.set_title(title)
@@ -298,9 +418,8 @@ def curve_panels(results, key: str = "accuracy", ylabel: str = "test accuracy (%
         return None
     methods = list(dict.fromkeys(m for lines in panels.values() for m in lines))
     count = len(panels)
-    width = min(columns, count)
-    height = -(-count // width)
-    fig, axes = plt.subplots(height, width, figsize=(4.6 * width, 3.6 * height), squeeze=False)
+    height, width, figsize = panel_grid(count, columns)
+    fig, axes = plt.subplots(height, width, figsize=figsize, squeeze=False)
     for ax, (title, lines) in zip(axes.flat, panels.items()):
         for method, curves in lines.items():
             seeds = pd.concat(curves, axis=1) * 100
@@ -312,6 +431,7 @@ def curve_panels(results, key: str = "accuracy", ylabel: str = "test accuracy (%
                 ax.fill_between(mean.index, mean - spread, mean + spread, color=colour, alpha=0.15, lw=0)
         ax.set_title(f"{title}\n{seed_note({m: len(c) for m, c in lines.items()})}")
         ax.set_xlabel("communication round")
+        round_ticks(ax)
         ax.set_ylabel(ylabel)
     for ax in list(axes.flat)[count:]:
         ax.set_visible(False)
@@ -334,7 +454,6 @@ def table_curves(results, metric: str = "accuracy", columns: int = 3):
     (the lowest class accuracy of each round). Runs without stored rounds are left out; returns
     None when none has any."""
     import matplotlib.pyplot as plt
-    from matplotlib.ticker import MaxNLocator
 
     if metric not in TABLE_METRICS:
         raise FedlibError(f"metric {metric!r} is not one of {', '.join(TABLE_METRICS)}")
@@ -350,9 +469,8 @@ def table_curves(results, metric: str = "accuracy", columns: int = 3):
         label = _row_label(cfg, "augmentation" in varying, arguments.get(cfg.method, ()))
         panels.setdefault(title, {}).setdefault(label, []).append((cfg.seed, curve))
     rows = list(dict.fromkeys(label for lines in panels.values() for label in lines))
-    width = min(columns, len(panels))
-    height = -(-len(panels) // width)
-    fig, axes = plt.subplots(height, width, figsize=(4.6 * width, 3.6 * height), squeeze=False)
+    height, width, figsize = panel_grid(len(panels), columns)
+    fig, axes = plt.subplots(height, width, figsize=figsize, squeeze=False)
     for ax, (title, lines) in zip(axes.flat, panels.items()):
         for label, seeds in lines.items():
             frame = pd.concat([curve for _, curve in seeds], axis=1) * 100
@@ -365,7 +483,7 @@ def table_curves(results, metric: str = "accuracy", columns: int = 3):
         counts = {label: len({seed for seed, _ in seeds}) for label, seeds in lines.items()}
         ax.set_title(f"{title}\n{seed_note(counts)}")
         ax.set_xlabel("communication round")
-        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        round_ticks(ax)
         ax.set_ylabel(TABLE_METRICS[metric])
     for ax in list(axes.flat)[len(panels):]:
         ax.set_visible(False)
@@ -462,13 +580,19 @@ CLASS_SHADES = {"vacant": {"facecolor": "0.82", "hatch": "///", "edgecolor": "0.
                 "minority": {"facecolor": "#f3e38a"}, "majority": {"facecolor": "#cfe8cf"}}
 
 
+VALUES_WRITTEN_UP_TO = 24  # bars in one panel that still have room for their values written on them
+
+
 def class_accuracy_bars(series: dict[str, Sequence[float]], class_names: Sequence[str], ax=None,
                         marks: dict[str, Sequence[int]] | None = None, title: str | None = None,
-                        legend: str | None = "outside"):
+                        legend: str | None = "outside", values: bool | None = None):
     """Grouped bars of class-wise accuracy (%), one group per class, one bar per series.
 
     ``marks`` maps a label ("vacant", "minority", "majority") to class indices shaded behind the
-    bars (:data:`CLASS_SHADES`); ``legend`` is :func:`place_legend`'s ``where``.
+    bars (:data:`CLASS_SHADES`); ``legend`` is :func:`place_legend`'s ``where``. The value axis is
+    fitted to the accuracies (:func:`zoom_to_values`, which says when it does not start at 0);
+    ``values``: write each bar's value on it (None: when the panel has at most
+    :data:`VALUES_WRITTEN_UP_TO` bars).
     """
     ax = _axes(ax, figsize=(6.4, 3.2))
     names = list(series)
@@ -478,12 +602,16 @@ def class_accuracy_bars(series: dict[str, Sequence[float]], class_names: Sequenc
         shade = CLASS_SHADES.get(label, {"facecolor": "0.9"})
         for i, c in enumerate(classes):
             ax.axvspan(c - 0.45, c + 0.45, lw=0, zorder=0, label=f"{label} class" if i == 0 else None, **shade)
-    for i, name in enumerate(names):
-        ax.bar(x + (i - (len(names) - 1) / 2) * width, np.asarray(series[name]) * 100, width,
-               label=display_name(name), zorder=2)
+    drawn = [ax.bar(x + (i - (len(names) - 1) / 2) * width, np.asarray(series[name], dtype=float) * 100, width,
+                    label=display_name(name), zorder=2) for i, name in enumerate(names)]
     ax.set_xticks(x, class_names, rotation=45, ha="right")
     ax.set_ylabel("class accuracy (%)")
-    ax.set_ylim(0, 100)
+    count = len(names) * len(class_names)
+    write = count <= VALUES_WRITTEN_UP_TO if values is None else values
+    zoom_to_values(ax, np.concatenate([bars.datavalues for bars in drawn]) if drawn else [],
+                   label_room=0.16 if write else 0.02)
+    for bars in drawn if write else ():
+        label_bars(ax, bars, rotation=90 if count > 8 else 0, fontsize=5.5 if count > 8 else "x-small")
     if title:
         ax.set_title(title)
     place_legend(ax, legend, fontsize="x-small")

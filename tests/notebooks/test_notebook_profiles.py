@@ -159,12 +159,67 @@ def test_committed_folders_need_publishing(monkeypatch):
 
 def test_outside_a_kernel_the_caller_sets_every_parameter(tmp_path, monkeypatch):
     """fedlib.plan executes the cells in a plain dict with every parameter set: apply_profile then
-    applies no profile (it cannot tell passed values from defaults) and only resolves folders."""
+    applies no profile (it cannot tell passed values from defaults) and only resolves folders; what
+    differs from the profile is an edit, as anywhere."""
     monkeypatch.chdir(tmp_path)
-    namespace = {**cell_defaults(REPO_ROOT / "notebooks" / "getting_started.ipynb"), "profile": "quick"}
+    cell = cell_defaults(REPO_ROOT / "notebooks" / "getting_started.ipynb")
+    quick = load_profiles(REPO_ROOT / "profiles", "getting_started")["quick"]
+    namespace = {**cell, **quick, "profile": "quick"}  # as fedlib.plan gives it: the profile's values set
     apply_profile("getting_started", namespace)
-    assert namespace["dataset"] == "digits"
+    assert namespace["dataset"] == quick["dataset"] and type(namespace["profile"]) is str
     assert namespace["figures_dir"] == str(REPO_ROOT / "output" / "quick" / "figures")
+    namespace = {**cell, "profile": "quick"}
+    apply_profile("getting_started", namespace)
+    assert namespace["dataset"] == "digits" and "dataset" in namespace["profile"].edits
+    assert namespace["figures_dir"] == str(REPO_ROOT / "output" / "quick-edited" / "figures")
+
+
+def test_an_edited_run_is_no_run_of_its_profile_its_figures_go_beside_the_profiles():
+    """An edit kept in JupyterLab or a value passed with -p that changes a setting of the profile:
+    the profile (still its name for every lookup) names the edit, for the figure's stamp, and the
+    figures and tables go to output/<profile>-edited/, never over the profile's own."""
+    path = REPO_ROOT / "notebooks" / "fedlmd_fig4_kd_variants.ipynb"
+    cell = cell_defaults(path)
+    lesson = resolve_parameters(path.stem, cell, {"profile": "lesson"})
+    assert type(lesson["profile"]) is str
+    assert lesson["figures_dir"] == str(REPO_ROOT / "output" / "lesson" / "figures")
+    passed = resolve_parameters(path.stem, cell, {"profile": "lesson", "beta": 0.5})  # papermill / reproduce -p
+    edited = {**cell, "profile": "lesson", "beta": 0.5}  # JupyterLab
+    kept = resolve_parameters(path.stem, edited, {}, kept=edited_names(edited, shipped_defaults(path)))
+    for run in (passed, kept):
+        assert run["profile"] == "lesson" and run["profile"].edits == {"beta": 0.5}
+        assert run["profile"].label() == "lesson, edited: beta=0.5"
+        assert run["figures_dir"] == str(REPO_ROOT / "output" / "lesson-edited" / "figures") != lesson["figures_dir"]
+        assert run["tables_dir"] == str(REPO_ROOT / "output" / "lesson-edited" / "tables")
+    shown = describe(path.stem, edited, kept, set(), {"beta"}, REPO_ROOT)
+    assert 'stamped "profile lesson, edited: beta=0.5"' in shown
+    assert "figures -> output/lesson-edited/figures" in shown
+    retyped = {**cell, "profile": "lesson", "beta": 0.05}  # the profile's own value typed in: no edit
+    assert type(resolve_parameters(path.stem, retyped, {}, kept={"beta"})["profile"]) is str
+    moved = resolve_parameters(path.stem, cell, {"profile": "lesson", "device": "cpu", "results_dir": "/tmp/store"})
+    assert type(moved["profile"]) is str, "where a run happens is no setting of the profile"
+    assert resolve_parameters(path.stem, edited, {"profile": None})["figures_dir"] == \
+        str(REPO_ROOT / "output" / "custom" / "figures"), "no profile, nothing to edit"
+
+
+def test_the_runner_says_where_an_edited_run_went():
+    import argparse
+
+    from fedlib.paper.reproduce.command_line import _written_to
+    from fedlib.paper.reproduce.runner import executed_folder
+
+    notebook, out = REPO_ROOT / "notebooks" / "fedlmd_fig4_kd_variants.ipynb", REPO_ROOT / "output" / "lesson"
+    assert executed_folder(notebook, {"profile": "lesson"}, out) == out
+    assert executed_folder(notebook, {"profile": "lesson", "beta": 0.05}, out) == out, "the profile's own value"
+    assert executed_folder(notebook, {"profile": "lesson", "beta": 0.5}, out) == REPO_ROOT / "output" / "lesson-edited"
+
+    def line(parameters, publish=False):
+        args = argparse.Namespace(figures=None, tables=None, publish=publish, profile="lesson", parameters=parameters)
+        return _written_to(args, REPO_ROOT)
+
+    assert "output/lesson/figures" in line(None) and "edited" not in line(None)
+    assert "output/lesson-edited/figures" in line([("beta", "0.5")]) and "output/lesson/" in line([("beta", "0.5")])
+    assert "edited" not in line([("results_dir", "store")]) + line([("beta", "0.5")], publish=True)
 
 
 # ---------------------------------------------------------------- the notebooks themselves
@@ -255,7 +310,8 @@ def test_papermill_jupyterlab_and_reproduce_run_with_the_same_parameters(probe_r
                                                  for name in ("pm", "rp", "jl"))
     assert via_papermill == via_reproduce == {**via_jupyter, "seeds": [4, 5]}
     assert via_jupyter["scale"] == 5 and via_jupyter["seeds"] == [0, 1, 2]  # the quick profile's values
-    assert via_papermill["figures_dir"] == str(probe_repo.resolve() / "output" / "quick" / "figures")
+    # every way passed or edited something the quick profile does not run with (dump_to, seeds): no quick run
+    assert via_papermill["figures_dir"] == str(probe_repo.resolve() / "output" / "quick-edited" / "figures")
 
 
 @pytest.mark.notebook

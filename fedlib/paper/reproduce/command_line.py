@@ -17,6 +17,7 @@ from fedlib.paper.reproduce.declared import dry_run_notebooks, execute_declared_
 from fedlib.paper.reproduce.notebook_listing import format_listing
 from fedlib.paper.reproduce.runner import format_run, format_summary, run_notebooks
 from fedlib.paper.reproduce.selection import find_notebooks, parse_parameters
+from fedlib.reporting.edited_runs import EditedProfile
 from fedlib.reporting.notebook import REPO_ROOT, output_folder
 
 
@@ -206,12 +207,16 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _written_to(args: argparse.Namespace, root: Path) -> str:
-    """Where this run's figures and tables went (the -p folders aside)."""
+    """Where this run's figures and tables went (the -p folders aside): a notebook whose settings
+    -p changed is no run of the profile and writes beside it (reporting.notebook.EditedProfile)."""
     folders = []
+    settings = [name for name in _parameters(args) or {} if not name.endswith("_dir")]
+    profile = EditedProfile(args.profile, dict.fromkeys(settings)) if settings and not args.publish else args.profile
     for kind, given in (("figures", args.figures), ("tables", args.tables)):
-        default = root / kind if args.publish else output_folder(root, args.profile, kind)
+        default = root / kind if args.publish else output_folder(root, profile, kind)
         folders.append(f"{kind} in {_shown(Path(given).resolve() if given else default)}")
-    return ", ".join(folders) + (" (published: index.json updated)" if args.publish else "")
+    edited = f" (where -p changed a setting of profile {args.profile}; else in output/{args.profile}/)"
+    return ", ".join(folders) + (" (published: index.json updated)" if args.publish else edited if settings else "")
 
 
 def _shown(path: Path) -> str:

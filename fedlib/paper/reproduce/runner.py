@@ -73,7 +73,8 @@ def run_notebooks(
     notebooks, profiles, overrides, root = select_notebooks(profile, only, notebooks_dir, profiles_dir, device,
                                                             data_dir, results_dir, figures_dir, tables_dir,
                                                             publish=publish, parameters=parameters)
-    out_dir = user_folder(out_dir, "--out") or root / "output" / profile
+    given_out = user_folder(out_dir, "--out")
+    out_dir = given_out or root / "output" / profile
     check_out_folder(out_dir, Path(notebooks_dir) if notebooks_dir else root / "notebooks")
     kernel = kernel or default_kernel()
     check_kernel(kernel)
@@ -95,7 +96,9 @@ def run_notebooks(
             if skip:
                 runs.append(NotebookRun(notebook.stem, "skipped", 0.0, out_dir / notebook.name, skip))
             else:
-                runs.append(_run_one(notebook, entry, overrides, out_dir, kernel, log_output))
+                folder = out_dir if given_out or publish else executed_folder(notebook, overrides, out_dir, root)
+                folder.mkdir(parents=True, exist_ok=True)
+                runs.append(_run_one(notebook, entry, overrides, folder, kernel, log_output))
             if runs[-1].ok and publish:
                 for folder, kind in ((overrides["figures_dir"], "figure"), (overrides["tables_dir"], "table")):
                     index_outputs(Path(folder), kind, notebook.stem, profile, started, all_stems,
@@ -103,6 +106,20 @@ def run_notebooks(
             if report is not None:
                 report(runs[-1])
     return runs
+
+
+def executed_folder(notebook: Path, overrides: dict, out_dir: Path, root: Path = REPO_ROOT) -> Path:
+    """Where the executed copy of ``notebook`` goes when no ``--out`` is given: ``out_dir``
+    (``output/<profile>/``), or beside it, ``output/<profile>-edited/``, where the ``-p`` values
+    change a setting of the profile: no run of the profile, whose figures go there too
+    (:mod:`fedlib.reporting.edited_runs`), so that it never replaces the profile's executed copy."""
+    from fedlib.reporting.notebook import cell_defaults, resolve_parameters
+
+    try:
+        profile = resolve_parameters(notebook.stem, cell_defaults(notebook), overrides, root).get("profile")
+    except FedlibError:
+        return out_dir  # the notebook's kernel says what is wrong, in its run's line
+    return out_dir.with_name(f"{profile}-edited") if getattr(profile, "edits", None) else out_dir
 
 
 def check_out_folder(out_dir: Path, notebooks_dir: Path) -> None:

@@ -215,3 +215,70 @@ def test_table_curves_give_a_method_one_entry_when_its_arguments_change_only_bet
     fig = plots.table_curves(results)
     assert [t.get_text() for t in fig.legends[0].get_texts()] == ["PKD"]
     assert fig.axes[0].get_lines()[0].get_color() == fig.axes[1].get_lines()[0].get_color()
+
+
+# ------------------------------------------------------------------ figures that work on a slide
+def test_accuracy_bars_are_zoomed_to_the_values_each_written_and_the_cut_axis_says_so():
+    ax = plots.value_bars({"fedavg": 92.5, "fedlmd": 94.1})
+    bottom, top = ax.get_ylim()
+    assert 0 < bottom <= 92.5 - 1 and 94.1 < top < 100, "92.5 and 94.1 must not look equal"
+    assert bottom == round(bottom), "the axis starts at a round number"
+    assert [t.get_text() for t in ax.texts] == ["92.5", "94.1"], "each bar has its value written on it"
+    assert ax.get_ylabel() == f"best test accuracy (%)\n(axis starts at {bottom:g}, not 0)"
+    assert len(ax.lines) == 2, "a break mark on the spine"
+    far_apart = plots.value_bars({"fedavg": 10.0, "fedlmd": 90.0})
+    assert far_apart.get_ylim()[0] == 0 and "not 0" not in far_apart.get_ylabel() and not far_apart.lines
+
+
+def test_class_bars_zoom_too_and_panels_sharing_an_axis_fit_all_their_bars():
+    fig, (left, right) = plt.subplots(1, 2, sharey=True)
+    plots.class_accuracy_bars({"fedavg": [0.9, 0.95], "fedprox": [0.85, 0.97]}, ["a", "b"], ax=left)
+    assert left.get_ylim()[0] > 50 and "not 0" in left.get_ylabel()
+    assert [t.get_text() for t in left.texts] == ["90.0", "95.0", "85.0", "97.0"]
+    plots.class_accuracy_bars({"fedavg": [0.0, 0.95]}, ["a", "b"], ax=right)  # a vacant class at 0
+    assert left.get_ylim()[0] == 0, "the shared axis shows the 0 of the right panel"
+    assert "not 0" not in left.get_ylabel() and not left.lines, "so the left panel no longer says it is cut"
+    crowded = plots.class_accuracy_bars({"a": [0.5] * 10, "b": [0.6] * 10, "c": [0.7] * 10}, list("abcdefghij"))
+    assert not crowded.texts, "30 bars: no room for their values"
+
+
+def _round_ticks(ax):
+    ax.figure.canvas.draw()
+    low, high = ax.get_xlim()
+    return [tick for tick in ax.get_xticks() if low <= tick <= high]
+
+
+@pytest.mark.parametrize("rounds", [3, 7, 20])
+def test_every_round_axis_has_whole_number_ticks(rounds):
+    values = np.linspace(0.2, 0.8, rounds)
+    _, wide = plt.subplots(figsize=(12, 3))
+    stored = [{"round": r, "accuracy": v, "class_accuracy": [v, v]} for r, v in enumerate(values)]
+    results = [SimpleNamespace(config=RunConfig(dataset="mnist", method=m, partition="dirichlet", beta=0.5),
+                               rounds=stored) for m in ("fedavg", "fedvls")]
+    for ax in (plots.accuracy_curves({"fedavg": values}, ax=wide), plots.curve_panels(results).axes[0],
+               plots.table_curves(results).axes[0]):
+        ticks = _round_ticks(ax)
+        assert ticks and all(float(t).is_integer() for t in ticks), f"{ax.get_title()!r}: round ticks {ticks}"
+
+
+def test_panels_wrap_and_grow_to_fit_a_slide():
+    assert plots.panel_grid(4)[:2] == (2, 2), "four panels: two rows of two, not a 4:1 strip"
+    for count in range(1, 7):
+        rows, columns, (width, height) = plots.panel_grid(count)
+        assert rows * columns >= count and 1.0 <= width / height <= 2.8, (count, width / height)
+    rows = [{"round": r, "accuracy": 0.1 * r} for r in range(3)]
+    results = [SimpleNamespace(config=RunConfig(dataset="mnist", method="fedavg", partition="dirichlet", beta=b),
+                               rounds=rows) for b in (0.1, 0.5)]
+    width, height = plots.curve_panels(results).get_size_inches()
+    assert 4 / 3 <= width / height <= 2.0, "two panels side by side, about 16:9"
+    assert plots.slide_figsize(1, 4, 4.0, 3.0) == (16.0, 3.0 * 1.4), "a strip's panels grow taller, up to 1.4 times"
+
+
+def test_the_stamp_of_an_edited_run_names_its_edits():
+    from fedlib.reporting.edited_runs import EditedProfile
+
+    edited = EditedProfile("lesson", {"beta": 0.5, "method_args": {"fedlmd": {"tau": 1.0, "beta": 0.3, "x": [1, 2]}}})
+    assert edited == "lesson" and {"lesson": 1}[edited] == 1, "still the profile's name for every lookup"
+    assert plots.provenance(edited, [subset_config(seed=0)]) == \
+        "profile lesson, edited: beta=0.5, method_args · Fashion-MNIST, 2,000 train images · seed 0"
+    assert plots.provenance("lesson", [subset_config(seed=0)]).startswith("profile lesson · ")
