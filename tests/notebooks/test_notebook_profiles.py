@@ -183,18 +183,18 @@ def test_an_edited_run_is_no_run_of_its_profile_its_figures_go_beside_the_profil
     lesson = resolve_parameters(path.stem, cell, {"profile": "lesson"})
     assert type(lesson["profile"]) is str
     assert lesson["figures_dir"] == str(REPO_ROOT / "output" / "lesson" / "figures")
-    passed = resolve_parameters(path.stem, cell, {"profile": "lesson", "beta": 0.5})  # papermill / reproduce -p
-    edited = {**cell, "profile": "lesson", "beta": 0.5}  # JupyterLab
+    passed = resolve_parameters(path.stem, cell, {"profile": "lesson", "beta": 0.05})  # papermill / reproduce -p
+    edited = {**cell, "profile": "lesson", "beta": 0.05}  # JupyterLab
     kept = resolve_parameters(path.stem, edited, {}, kept=edited_names(edited, shipped_defaults(path)))
     for run in (passed, kept):
-        assert run["profile"] == "lesson" and run["profile"].edits == {"beta": 0.5}
-        assert run["profile"].label() == "lesson, edited: beta=0.5"
+        assert run["profile"] == "lesson" and run["profile"].edits == {"beta": 0.05}
+        assert run["profile"].label() == "lesson, edited: beta=0.05"
         assert run["figures_dir"] == str(REPO_ROOT / "output" / "lesson-edited" / "figures") != lesson["figures_dir"]
         assert run["tables_dir"] == str(REPO_ROOT / "output" / "lesson-edited" / "tables")
     shown = describe(path.stem, edited, kept, set(), {"beta"}, REPO_ROOT)
-    assert 'stamped "profile lesson, edited: beta=0.5"' in shown
+    assert 'stamped "profile lesson, edited: beta=0.05"' in shown
     assert "figures -> output/lesson-edited/figures" in shown
-    retyped = {**cell, "profile": "lesson", "beta": 0.05}  # the profile's own value typed in: no edit
+    retyped = {**cell, "profile": "lesson", "beta": 0.5}  # the profile's own value typed in: no edit
     assert type(resolve_parameters(path.stem, retyped, {}, kept={"beta"})["profile"]) is str
     moved = resolve_parameters(path.stem, cell, {"profile": "lesson", "device": "cpu", "results_dir": "/tmp/store"})
     assert type(moved["profile"]) is str, "where a run happens is no setting of the profile"
@@ -210,16 +210,16 @@ def test_the_runner_says_where_an_edited_run_went():
 
     notebook, out = REPO_ROOT / "notebooks" / "fedlmd_fig4_kd_variants.ipynb", REPO_ROOT / "output" / "lesson"
     assert executed_folder(notebook, {"profile": "lesson"}, out) == out
-    assert executed_folder(notebook, {"profile": "lesson", "beta": 0.05}, out) == out, "the profile's own value"
-    assert executed_folder(notebook, {"profile": "lesson", "beta": 0.5}, out) == REPO_ROOT / "output" / "lesson-edited"
+    assert executed_folder(notebook, {"profile": "lesson", "beta": 0.5}, out) == out, "the profile's own value"
+    assert executed_folder(notebook, {"profile": "lesson", "beta": 0.05}, out) == REPO_ROOT / "output" / "lesson-edited"
 
     def line(parameters, publish=False):
         args = argparse.Namespace(figures=None, tables=None, publish=publish, profile="lesson", parameters=parameters)
         return _written_to(args, REPO_ROOT)
 
     assert "output/lesson/figures" in line(None) and "edited" not in line(None)
-    assert "output/lesson-edited/figures" in line([("beta", "0.5")]) and "output/lesson/" in line([("beta", "0.5")])
-    assert "edited" not in line([("results_dir", "store")]) + line([("beta", "0.5")], publish=True)
+    assert "output/lesson-edited/figures" in line([("beta", "0.05")]) and "output/lesson/" in line([("beta", "0.05")])
+    assert "edited" not in line([("results_dir", "store")]) + line([("beta", "0.05")], publish=True)
 
 
 # ---------------------------------------------------------------- the notebooks themselves
