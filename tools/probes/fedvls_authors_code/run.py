@@ -10,8 +10,8 @@ Given the user's own clone of krumpguo/FedVLS (the project ships none of its cod
      the run's device (the CPU here);
    - ``fedavg_server``: the released FedAvg server cannot run (its round loop reads
      ``self.party2loaders`` and ``self.test_dl`` and calls ``compute_accuracy_per_class``, none of which
-     exist, and it never appends to ``rs_test_acc``, whose max it prints); three lines are changed so it
-     trains and evaluates as the FedVLS server does;
+     exist, and it never appends to ``rs_test_acc``, whose max it prints); two lines are changed and one
+     added so it trains and evaluates as the FedVLS server does;
 4. runs their ``main.py`` (their own MNIST generator inside it: train and test pooled to 70,000
    images, split 75/25, Dir(alpha) redrawn until every client holds >= 256 samples) for each method,
    with their ``-t TRIALS`` loop, single thread, fed from the offline MNIST files;
@@ -96,7 +96,7 @@ def edit_client_device(root: Path) -> str:
 
 
 def edit_fedavg_server(root: Path) -> str:
-    """The FedAvg server's round loop trains and evaluates as the FedVLS server's does (three lines)."""
+    """The FedAvg server's round loop trains and evaluates as the FedVLS server's does (two lines changed, one added)."""
     return apply_edit(root, SERVER_AVG, FEDAVG_SERVER_EDITS)
 
 
