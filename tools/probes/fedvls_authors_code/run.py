@@ -297,7 +297,7 @@ def main() -> None:
     except EditError as e:
         sys.exit(f"edit refused: {e}")
     digests = {name: sha256(text) for name, text in diffs.items()}
-    diff_path = a.out.with_suffix(".edits.diff")
+    diff_path = work / "edits.diff"  # their code's lines: kept in the scratch folder, never in this repository
     diff_path.write_text(f"# FedVLS {commit}: the two edits run.py makes (sha256 in each results line)\n"
                          + "".join(f"# {n} sha256 {digests[n]}\n{diffs[n]}" for n in diffs))
     print(f"commit {commit}{' (work tree dirty; HEAD exported)' if dirty else ''}; scratch {work}; diffs {diff_path}")
