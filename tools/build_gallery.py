@@ -49,7 +49,9 @@ DEFAULT_GALLERY = REPO_ROOT / "figures" / "gallery"
 NOTEBOOKS_DIR = REPO_ROOT / "notebooks"
 MATHJAX_VERSION = "3.2.2"
 MATHJAX_FILE = "tex-svg.js"  # the combined TeX-input, SVG-output component of MathJax's es5/ folder
-PROFILE_ORDER = ("quick", "paper", "smoke")  # the index lists the quick profile first
+PROFILE_ORDER = ("lesson", "quick", "paper", "smoke")  # the index lists the course's profile first
+COURSE = REPO_ROOT / "notebooks" / "README.md"
+COURSE_ROW = re.compile(r"^\| (\d+) \| \[(\w+)\]\(\2\.ipynb\)", flags=re.M)
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
 
@@ -355,22 +357,31 @@ def load_manifest(gallery: Path) -> list[dict]:
     return json.loads(path.read_text(encoding="utf-8"))["pages"] if path.exists() else []
 
 
-def _sort_key(entry: dict) -> tuple:
+def course_steps(course: Path = COURSE) -> dict[str, int]:
+    """Notebook stem -> its step in the course (notebooks/README.md's tables)."""
+    text = course.read_text(encoding="utf-8") if course.exists() else ""
+    return {stem: int(step) for step, stem in COURSE_ROW.findall(text)}
+
+
+def _sort_key(entry: dict, steps: dict[str, int] | None = None) -> tuple:
     order = PROFILE_ORDER.index(entry["profile"]) if entry["profile"] in PROFILE_ORDER else len(PROFILE_ORDER)
-    return order, entry["profile"], entry["stem"]
+    return order, entry["profile"], (steps or {}).get(entry["stem"], len(steps or {}) + 1), entry["stem"]
 
 
 def write_index(gallery: Path, entries: list[dict]) -> None:
     """``index.json`` (the pages, sorted) and ``index.html`` (a table linking each page)."""
-    entries = sorted((e for e in entries if (gallery / e["page"]).is_file()), key=_sort_key)
+    steps = course_steps()
+    entries = sorted((e for e in entries if (gallery / e["page"]).is_file()), key=lambda e: _sort_key(e, steps))
     _write_if_changed(gallery / "index.json", json.dumps({"pages": entries}, indent=1, sort_keys=True) + "\n")
     rows = []
     for e in entries:
+        step = steps.get(e["stem"])
         executed = (e["executed"] or "").replace("T", " ").replace("Z", " UTC") or "-"
         seconds = f"{e['seconds']:.0f} s" if e.get("seconds") is not None else "-"
         status = "" if e["status"] == "ok" else '<br><span class="gallery-status">execution failed</span>'
         rows.append(
-            f'<tr><td><a href="{html.escape(e["page"])}">{html.escape(e["title"])}</a>{status}</td>'
+            f'<tr><td>{step if step is not None else ""}</td>'
+            f'<td><a href="{html.escape(e["page"])}">{html.escape(e["title"])}</a>{status}</td>'
             f'<td><a href="../../{html.escape(e["notebook"])}"><code>{html.escape(e["stem"])}</code></a></td>'
             f'<td><span class="gallery-profile gallery-profile-{html.escape(e["profile"])}">'
             f'{html.escape(e["profile"])}</span></td>'
@@ -391,15 +402,17 @@ def write_index(gallery: Path, entries: list[dict]) -> None:
 <body class="gallery-index">
 <h1>fedlib notebook gallery</h1>
 <p>The notebooks of <a href="../../notebooks/">notebooks/</a> as executed by <code>reproduce.sh</code>, with their
-outputs, converted to static pages by nbconvert. Each page names the profile that produced it (smoke: digits or
-synthetic data, seconds; quick: real data at reduced scale, CPU; paper: the papers' settings) and when it ran.
+outputs, converted to static pages by nbconvert. Each page names the profile that produced it (lesson: the
+course's settings, runs committed; smoke: digits or synthetic data, seconds; quick: real data at reduced scale,
+CPU; paper: the papers' settings) and when it ran; <b>step</b> is the notebook's place in
+<a href="../../notebooks/README.md">the course</a>.
 Math is typeset by a vendored MathJax (<a href="mathjax/README.md">mathjax/</a>, Apache-2.0); nothing is fetched
 from the network. Pages by profile: {html.escape(profiles)}.</p>
 <p>Rebuild: <code>./reproduce.sh --profile quick</code>, then
 <code>.venv/bin/python tools/build_gallery.py output/quick</code>; check in a browser with
 <code>.venv/bin/python tools/check_gallery.py</code>.</p>
 <table>
-<thead><tr><th>notebook</th><th>source</th><th>profile</th><th>executed</th><th>took</th><th>note</th></tr></thead>
+<thead><tr><th>step</th><th>notebook</th><th>source</th><th>profile</th><th>executed</th><th>took</th><th>note</th></tr></thead>
 <tbody>
 {chr(10).join(rows)}
 </tbody>

@@ -161,3 +161,12 @@ def test_committed_gallery_renders_in_chromium(tmp_path, capsys):
 def test_titles_read_as_plain_text_where_no_tex_is_typeset():
     cell = {"cell_type": "markdown", "source": "# Figs. 3 and 4 — the weight $\\mu$, the temperature $\\tau$\n"}
     assert build_gallery.notebook_title({"cells": [cell]}) == "Figs. 3 and 4 — the weight μ, the temperature τ"
+
+
+def test_the_index_numbers_the_lesson_pages_by_their_course_step():
+    """The gallery's lesson pages in the course's order, each with its step (notebooks/README.md)."""
+    index = (COMMITTED / "index.html").read_text(encoding="utf-8")
+    steps = [int(s) for s in re.findall(r'<tr><td>(\d+)</td><td><a href="lesson/', index)]
+    assert steps and steps == sorted(steps), "lesson pages out of course order"
+    lessons = len(re.findall(r'<td><a href="lesson/', index))
+    assert len(steps) == lessons, "a lesson page has no step"
