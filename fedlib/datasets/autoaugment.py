@@ -2,23 +2,25 @@
 
 Each sample draws five uniforms: its sub-policy, whether each of the sub-policy's two operations
 fires, and each operation's sign (:func:`apply_policy`). Everything after the draws stays on the
-images' device as tensors: there is no ``.item()``, ``.tolist()`` or mask-shaped indexing, so a
-CUDA stream is never stalled to ask which sample does what. Instead every operation family runs on
-the whole batch with per-sample parameters looked up from tables (:class:`_Levels`, built once per
-image size and device) and ``torch.where`` keeps each sample's own result (:func:`apply_ops`); the
-second operation sees the first one's result.
+images' device as tensors: no ``.item()``, ``.tolist()`` or mask-shaped indexing, so a CUDA stream
+never waits for the host to learn which sample does what. Each sample's operation, magnitude and
+sign become a row of parameter tables (:class:`_Levels`, built once per image size and device),
+and :func:`apply_ops` runs three passes over the whole batch, ``torch.where`` keeping each sample's
+own result: the pixel-value tables (Posterize, Solarize, Invert, Brightness, Contrast, AutoContrast,
+Equalize; one ``gather``), the geometric grids (ShearX/Y, TranslateX/Y, Rotate; one
+``grid_sample``) and the per-pixel blends (Color, Sharpness). The second operation sees the first
+one's result. The kernels are in :mod:`fedlib.datasets.autoaugment_ops`.
 
 Each operation equals torchvision's ``transforms.v2.functional`` op on that sample alone, bit for
-bit (``tests/unit/datasets/test_autoaugment.py``): the geometric ops sample torchvision's own grids
-(nearest, black fill); Brightness, Color, Contrast and Sharpness blend with torchvision's rounding,
-including the fused multiply-add of its ``add_(..., alpha=)`` (:func:`_fused_multiply_add`);
-Posterize, Solarize and Invert are bit masks and thresholds; AutoContrast and Equalize run per
-sample and channel. So the batch equals the former per-group implementation (grouped by the
-operation each sample drew, one torchvision call a group), which stored runs used.
+bit, and the policy equals the former implementation (the batch grouped by the operation each
+sample drew, one torchvision call a group, which stored runs used) bit for bit, given the same
+draws (``tests/unit/datasets/test_autoaugment.py``; the former one is kept there as the reference).
 
-Cost, counted with a TorchDispatchMode on a 64-image 32x32 batch: 195 aten ops and no host sync,
-whatever the draws, against 561 ops and a host read of the draws for the grouped version (its count
-varied with the draws). On one CPU thread, 50 such batches take about 0.25 s against 0.60 s.
+Cost on a 64-image 32x32 batch, counted with a TorchDispatchMode on the CPU: 289 aten ops, the same
+whatever the draws, and no host sync, against 517 to 585 ops (varying with the draws) after a read
+of the draws back to the host for the grouped version. On one busy CPU thread the batched version
+takes about twice the grouped one's time (50 batches: 1.4 s against 0.6 s of CPU time; every
+family runs on every sample), which is under 1 % of a MobileNetV2 step there.
 """
 
 from __future__ import annotations
@@ -30,8 +32,8 @@ from functools import lru_cache
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 
+from fedlib.datasets import autoaugment_ops as batched
 from fedlib.errors import FedlibError
 
 # AutoAugment's CIFAR-10 policy (Cubuk et al. 2019, as in torchvision): pairs of
@@ -73,8 +75,6 @@ BINS = 10  # magnitude bins 0..9
 _SIGNED_OPS = {"ShearX", "ShearY", "TranslateX", "TranslateY", "Rotate",
                "Brightness", "Color", "Contrast", "Sharpness"}
 _HAS_MAGNITUDE = set(OPS) - {"AutoContrast", "Equalize", "Invert"}
-_GEOMETRIC = range(OPS.index("ShearX"), OPS.index("Rotate") + 1)
-_BLENDS = range(OPS.index("Brightness"), OPS.index("Sharpness") + 1)
 
 
 def op_magnitude(op: str, magnitude_bin: int | None, height: int, width: int) -> float:
@@ -107,9 +107,10 @@ def signed_magnitude(op: str, magnitude_bin: int | None, negative: bool, height:
 def apply_policy(images: torch.Tensor, draws: torch.Tensor) -> torch.Tensor:
     """AutoAugment's CIFAR-10 policy on a uint8 batch, given each sample's five uniforms ``draws``
     (n, 5): sub-policy, whether operation 1 and 2 fire, the sign of operation 1 and 2."""
+    ops, bins, negative = _choices(draws)
     out = images
     for slot in (0, 1):  # the second operation sees the first one's result, per sample
-        out = apply_ops(out, *_slot_choices(draws, slot))
+        out = apply_ops(out, ops[:, slot], bins[:, slot], negative[:, slot])
     return out
 
 
@@ -152,16 +153,16 @@ def _float32_at_most(bound: Fraction) -> float:
     return -_float32_at_least(-bound)
 
 
-def _slot_choices(draws: torch.Tensor, slot: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Each sample's operation (NO_OP where it does not fire), magnitude bin and sign for ``slot``,
-    as the former code decided from the draws' Python floats: sub-policy ``min(int(pick * 25), 24)``,
-    fires when ``chance <= probability``, negative when ``sign < 0.5``."""
+def _choices(draws: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Each sample's two operations (NO_OP where one does not fire), magnitude bins and signs, (n, 2)
+    each, as the former code decided from the draws' Python floats: sub-policy
+    ``min(int(pick * 25), 24)``, an operation fires when ``chance <= probability``, is negative
+    when ``sign < 0.5``."""
     tables = _policy_tables(draws.device)
     policy = (draws[:, :1] >= tables.pick_bounds).sum(dim=1)
-    fires = draws[:, 1 + slot] <= tables.fire_bounds[policy, slot]
-    negative = tables.signed[policy, slot] & (draws[:, 3 + slot] < 0.5)
-    ops = torch.where(fires, tables.ops[policy, slot], NO_OP)
-    return ops, tables.bins[policy, slot], negative
+    fires = draws[:, 1:3] <= tables.fire_bounds[policy]
+    negative = tables.signed[policy] & (draws[:, 3:5] < 0.5)
+    return torch.where(fires, tables.ops[policy], NO_OP), tables.bins[policy], negative
 
 
 # ----------------------------------------------------------------------------- one operation per sample
@@ -172,23 +173,22 @@ def apply_ops(images: torch.Tensor, ops: torch.Tensor, bins: torch.Tensor, negat
     :data:`OPS` (:data:`NO_OP`: unchanged), ``bins`` (n,) its magnitude bin 0..9 (ignored by the
     operations without one) and ``negative`` (n,) bool its sign (ignored by the unsigned ones).
 
-    Every family runs on the whole batch and ``torch.where`` keeps each sample's own result.
+    Three passes over the whole batch, ``torch.where`` keeping each sample's own result: the
+    pixel-value tables (seven operations, one ``gather``), the geometric grids, the per-pixel blends.
     """
-    n, channels, height, width = images.shape
+    channels, height, width = images.shape[1:]
     if images.dtype != torch.uint8 or channels not in (1, 3):
-        raise FedlibError(f"AutoAugment takes uint8 images of 1 or 3 channels, got {images.dtype} {tuple(images.shape)}")
-    levels = _levels(height, width, images.device)
-    level = level_index(ops, bins, negative)
+        raise FedlibError(f"AutoAugment takes uint8 images of 1 or 3 channels, got {images.dtype} "
+                          f"{tuple(images.shape)}")
+    parameters = _levels(height, width, images.device).rows(level_index(ops, bins, negative))
     floats = images.float()
-    out = _pixel_ops(images, levels.threshold[level], levels.keep_bits[level])  # the rest unchanged
-    warps = (ops >= _GEOMETRIC.start) & (ops < _GEOMETRIC.stop) & levels.warps[level]
-    out = _per_sample(warps, _warp(floats, levels.grids[levels.grid_row[level]]), out)
-    blends = (ops >= _BLENDS.start) & (ops < _BLENDS.stop)
-    if channels == 1:  # torchvision leaves a grey image's saturation alone
-        blends &= ops != OPS.index("Color")
-    out = _per_sample(blends, _blend(images, floats, ops, levels.scale[level], levels.alpha[level]), out)
-    out = _per_sample(ops == OPS.index("AutoContrast"), _autocontrast(floats), out)
-    return _per_sample(ops == OPS.index("Equalize"), _equalize(images), out)
+    values = images.flatten(start_dim=2).long()  # (n, C, H * W): each pixel's entry in its table
+    grey = batched.greyscale(images, floats)
+    out = _lookup_tables(ops, parameters, floats, grey, values).gather(-1, values).view_as(images)
+    out = _per_sample(parameters.warps, batched.warp(floats, parameters.grids), out)
+    sharpen = ops == OPS.index("Sharpness")
+    colour = (ops == OPS.index("Color")) & (channels == 3)  # torchvision leaves a grey image's saturation alone
+    return _per_sample(sharpen | colour, _per_pixel_blends(sharpen, parameters, floats, grey), out)
 
 
 def level_index(ops: torch.Tensor, bins: torch.Tensor, negative: torch.Tensor) -> torch.Tensor:
@@ -196,29 +196,59 @@ def level_index(ops: torch.Tensor, bins: torch.Tensor, negative: torch.Tensor) -
     return (ops * BINS + bins) * 2 + negative.long()
 
 
+def _lookup_tables(ops: torch.Tensor, parameters: _Parameters, floats: torch.Tensor, grey: torch.Tensor,
+                   values: torch.Tensor) -> torch.Tensor:
+    """(n, C, 256): each sample's table of pixel values, the identity unless its operation is one
+    that maps pixel values (Posterize, Solarize, Invert, Brightness, Contrast, AutoContrast, Equalize)."""
+    kind = batched.column(ops, 2)
+    tables = batched.solarize_posterize_table(parameters.threshold, parameters.keep_bits)  # the others: identity
+    tables = torch.where(kind == OPS.index("Brightness"), batched.brightness_table(parameters.scale), tables)
+    tables = torch.where(kind == OPS.index("Contrast"),
+                         batched.contrast_table(grey, parameters.scale, parameters.alpha), tables)
+    tables = torch.where(kind == OPS.index("AutoContrast"), batched.autocontrast_table(floats), tables)
+    return torch.where(kind == OPS.index("Equalize"), batched.equalize_table(values), tables)
+
+
+def _per_pixel_blends(sharpen: torch.Tensor, parameters: _Parameters, floats: torch.Tensor,
+                      grey: torch.Tensor) -> torch.Tensor:
+    """Sharpness where ``sharpen`` (n,) holds, Color (a blend with the grey image) elsewhere."""
+    degenerate = torch.where(batched.column(sharpen), batched.sharpness_difference(floats), grey)
+    return batched.blend(floats, degenerate, parameters.scale, parameters.alpha)
+
+
 def _per_sample(chosen: torch.Tensor, result: torch.Tensor, other: torch.Tensor) -> torch.Tensor:
     """``result`` for the samples where ``chosen`` (n,) holds, ``other`` elsewhere."""
-    return torch.where(chosen.view(-1, 1, 1, 1), result, other)
+    return torch.where(batched.column(chosen), result, other)
 
 
 # ----------------------------------------------------------------------------- parameters per level
 
 
 @dataclass(frozen=True)
-class _Levels:
-    """Every (operation, bin, sign)'s parameters as tensors on one device, row :func:`level_index`.
+class _Parameters:
+    """Each sample's parameters (n,), or of every level (:class:`_Levels`)."""
 
-    Built on the host in float64 as torchvision builds them from a Python float, then stored as the
-    float32 that its kernels see.
-    """
-
-    grids: torch.Tensor  # (G, H, W, 2) float32: torchvision's sampling grid of each geometric level
-    grid_row: torch.Tensor  # long: the level's row of grids (0 for the other operations)
-    warps: torch.Tensor  # bool: the level moves pixels (all geometric ones but Rotate by 0 degrees)
-    scale: torch.Tensor  # float32: the blend's factor on the image (1 for Sharpness)
-    alpha: torch.Tensor  # float32: 1 - factor, the weight of the degenerate image
-    threshold: torch.Tensor  # float32: pixels >= this are inverted (Solarize; 0 for Invert; 256 never)
+    grids: torch.Tensor  # (n, H, W, 2) float32: torchvision's sampling grid (any, where not warps)
+    warps: torch.Tensor  # bool: a geometric op that moves pixels (all but Rotate by 0 degrees)
+    scale: torch.Tensor  # float32: the image's factor in Brightness, Color, Contrast (1 in Sharpness)
+    alpha: torch.Tensor  # float32: 1 - factor, the degenerate image's weight in those four
+    threshold: torch.Tensor  # float32: values >= this are inverted (Solarize; 0 for Invert; 256 never)
     keep_bits: torch.Tensor  # uint8: Posterize's mask of the high bits kept (255 for the others)
+
+
+@dataclass(frozen=True)
+class _Levels(_Parameters):
+    """Every (operation, bin, sign)'s parameters on one device, row :func:`level_index`: built on
+    the host in float64 as torchvision builds them from a Python float, stored as the float32 its
+    kernels see. ``grids`` has a row per geometric level that moves pixels, ``grid_row`` says which."""
+
+    grid_row: torch.Tensor  # long
+
+    def rows(self, level: torch.Tensor) -> _Parameters:
+        """The parameters of each sample's level (n,)."""
+        return _Parameters(grids=self.grids[self.grid_row[level]], warps=self.warps[level],
+                           scale=self.scale[level], alpha=self.alpha[level], threshold=self.threshold[level],
+                           keep_bits=self.keep_bits[level])
 
 
 @lru_cache(maxsize=16)
@@ -308,117 +338,3 @@ def _sampling_grid(matrix: list[float], height: int, width: int, device: torch.d
     half_size = torch.tensor([0.5 * width, 0.5 * height], dtype=torch.float32, device=device)
     rescaled = theta.transpose(1, 2).div_(half_size)
     return base.view(1, height * width, 3).bmm(rescaled).view(1, height, width, 2)
-
-
-# ----------------------------------------------------------------------------- the operation families
-
-
-def _pixel_ops(images: torch.Tensor, threshold: torch.Tensor, keep_bits: torch.Tensor) -> torch.Tensor:
-    """Solarize (invert pixels >= the sample's float32 threshold; Invert is threshold 0) and
-    Posterize (keep the sample's high bits); the thresholds and masks of other samples change nothing."""
-    solarized = torch.where(images >= threshold.view(-1, 1, 1, 1), images.bitwise_not(), images)
-    return solarized & keep_bits.view(-1, 1, 1, 1)
-
-
-def _warp(floats: torch.Tensor, grids: torch.Tensor) -> torch.Tensor:
-    """Nearest-neighbour sampling of each image at its own grid, black outside, back to uint8.
-
-    torchvision rounds before the cast; nearest sampling only copies integers (or the 0 fill)."""
-    sampled = F.grid_sample(floats, grids, mode="nearest", padding_mode="zeros", align_corners=False)
-    return sampled.to(torch.uint8)
-
-
-def _blend(images: torch.Tensor, floats: torch.Tensor, ops: torch.Tensor, scale: torch.Tensor,
-           alpha: torch.Tensor) -> torch.Tensor:
-    """Brightness, Color, Contrast and Sharpness at once, as torchvision computes each: the image
-    times ``scale`` in float32, plus ``alpha`` times a degenerate image in one rounding (its
-    ``add_(degenerate, alpha=1 - factor)`` is a fused multiply-add), clamped to [0, 255], truncated.
-
-    The degenerate image is per pixel the grey image (Color) or ``blurred - image`` inside a
-    one-pixel border (Sharpness, whose scale is 1), per sample the grey image's mean (Contrast),
-    and nothing for Brightness (the image times the factor alone). :func:`_exact_sum` adds them."""
-    kind = ops.view(-1, 1, 1, 1)
-    grey = _greyscale(images, floats)
-    per_pixel = torch.where(kind == OPS.index("Sharpness"), _sharpness_difference(floats),
-                            grey * (kind == OPS.index("Color")))
-    mean_term = grey.mean(dim=(-3, -2, -1)).double() * alpha.double()  # exact: 24 + 24 bits
-    per_sample = torch.where(ops == OPS.index("Contrast"), _rounded_addend(mean_term), 0.0)
-    blended = _exact_sum(floats * scale.view(-1, 1, 1, 1), per_sample.view(-1, 1, 1, 1), per_pixel,
-                         alpha.view(-1, 1, 1, 1))
-    return blended.clamp_(0, 255).to(torch.uint8)
-
-
-def _exact_sum(scaled: torch.Tensor, per_sample: torch.Tensor, per_pixel: torch.Tensor,
-               alpha: torch.Tensor) -> torch.Tensor:
-    """``scaled + per_sample + per_pixel * alpha`` (one of the last two 0) rounded once to float32.
-
-    Exact in float64, so rounded once: the float32 ``scaled`` is 0 or at least 0.1 (a pixel times a
-    factor of 0.1 to 1.9) and below 2**9, so a multiple of 2**-27; ``alpha`` (0 or 0.1 to 0.9 in
-    size) times an integer ``per_pixel`` below 2**8 is a multiple of 2**-27 below 2**8; the sum
-    spans at most 37 bits, ``per_sample`` (a multiple of 2**-42, :func:`_rounded_addend`) at most
-    52. Apple's MPS has no float64: there the sum is float32, rounded twice, which can put a
-    blended pixel one level off torchvision's on that device."""
-    if scaled.device.type == "mps":
-        return torch.addcmul(scaled + per_sample.float(), per_pixel, alpha)
-    return (scaled.double() + per_sample).addcmul_(per_pixel.double(), alpha.double()).float()
-
-
-def _rounded_addend(addend: torch.Tensor) -> torch.Tensor:
-    """A float64 addend cut to a multiple of 2**-40, then moved 2**-42 towards the part cut off.
-
-    Added to a float32 ``s`` (a multiple of 2**-27 below 2**9) it rounds to float32 as the exact
-    ``s + addend`` does wherever that is 1/4 or more in size (smaller sums end as 0 either way):
-    there float32's halfway points lie on the 2**-40 grid, so the cut moves the sum past none of
-    them, and on one the 2**-42 step decides the side as the cut-off part did."""
-    high = (addend * 2.0 ** 40).round_().mul_(2.0 ** -40)
-    return high + (addend - high).sign_().mul_(2.0 ** -42)
-
-
-def _greyscale(images: torch.Tensor, floats: torch.Tensor) -> torch.Tensor:
-    """torchvision's (n, 1, H, W) luma of a uint8 image, floored (a grey image: itself)."""
-    if images.shape[1] == 1:
-        return floats
-    red, green, blue = images.unbind(dim=1)
-    return red.mul(0.2989).add_(green, alpha=0.587).add_(blue, alpha=0.114).floor_().unsqueeze(1)
-
-
-def _sharpness_difference(floats: torch.Tensor) -> torch.Tensor:
-    """``blurred - image`` inside a one-pixel border (0 on it): torchvision's smoothing kernel
-    (1 around, 5 in the middle, / 13), rounded.
-
-    The sum of nine integers is exact in float32 and S / 13 is never within 1/26 of a half, so
-    rounding it gives torchvision's value however its kernel sums the weights 1/13 and 5/13."""
-    n, channels, height, width = floats.shape
-    if height <= 2 or width <= 2:  # torchvision leaves such images alone
-        return torch.zeros_like(floats)
-    kernel = torch.ones(3, 3, dtype=floats.dtype, device=floats.device)
-    kernel[1, 1] = 5.0
-    sums = F.conv2d(floats, kernel.expand(channels, 1, 3, 3), groups=channels)
-    difference = sums.div_(13.0).round_().sub_(floats[..., 1:-1, 1:-1])
-    return F.pad(difference, (1, 1, 1, 1))
-
-
-def _autocontrast(floats: torch.Tensor) -> torch.Tensor:
-    """Stretch each sample's channel to [0, 255] (a flat channel is left alone), as torchvision."""
-    low = floats.amin(dim=(-2, -1), keepdim=True)
-    high = floats.amax(dim=(-2, -1), keepdim=True)
-    flat = high == low
-    inverse_scale = torch.where(flat, 1.0, (high - low).mul_(1.0 / 255))
-    low = torch.where(flat, 0.0, low)
-    return (floats - low).div_(inverse_scale).clamp_(0, 255).to(torch.uint8)
-
-
-def _equalize(images: torch.Tensor) -> torch.Tensor:
-    """Histogram equalisation of each sample's channel with PIL's lookup table, as torchvision:
-    ``lut[k] = (cumulative count below k + step // 2) // step``, the step being the pixels not of
-    the channel's top value // 255; a channel whose step is 0 (nearly one value) is left alone."""
-    flat = images.flatten(start_dim=-2).long()  # (n, C, H * W)
-    histogram = flat.new_zeros(images.shape[:-2] + (256,), dtype=torch.int32)
-    histogram.scatter_add_(-1, flat, histogram.new_ones(1).expand_as(flat))
-    cumulative = histogram.cumsum(dim=-1)
-    top_value = cumulative.argmax(dim=-1, keepdim=True)  # the first bin that holds every pixel
-    step = (flat.shape[-1] - histogram.gather(-1, top_value)).div(255, rounding_mode="floor")
-    lut = (cumulative[..., :-1] + step // 2).div(step.clamp(min=1), rounding_mode="floor").clamp(0, 255)
-    lut = torch.cat([lut.new_zeros(images.shape[:-2] + (1,)), lut], dim=-1).to(torch.uint8)
-    equalized = lut.gather(-1, flat).view_as(images)
-    return torch.where(step.ne(0).unsqueeze(-1), equalized, images)

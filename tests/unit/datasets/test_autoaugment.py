@@ -11,7 +11,9 @@ from benchmarks.op_count import OpCounts
 from fedlib.datasets.augment import (
     AugmentSpec, _uniform, autoaugment_cifar10, normalize, prepare_batch, random_crop, random_hflip,
 )
-from fedlib.datasets.autoaugment import BINS, NO_OP, OPS, apply_ops, apply_policy, signed_magnitude
+from fedlib.datasets.autoaugment import (
+    _SIGNED_OPS, BINS, CIFAR10_POLICY, NO_OP, OPS, _choices, apply_ops, apply_policy, signed_magnitude,
+)
 from tests.unit.datasets.autoaugment_reference import TORCHVISION_OPS, grouped_autoaugment
 
 MEAN, STD = (0.49, 0.48, 0.45), (0.25, 0.24, 0.26)
@@ -91,18 +93,27 @@ def test_a_large_batch_equals_the_former_implementation_and_draws_every_sub_poli
     assert torch.equal(apply_policy(images, draws), grouped_autoaugment(images, draws))
 
 
-def test_draws_on_the_edges_of_the_policy_table_decide_as_python_floats():
-    """Sub-policy k/25 boundaries and probabilities hit exactly (as float32 next to them)."""
-    edges = [k / 25 for k in range(25)] + [0.1, 0.2, 0.3, 0.5, 0.7, 0.9, 0.0, 0.99999994]
-    values = torch.tensor(edges, dtype=torch.float32)
-    near = torch.cat([values, torch.nextafter(values, torch.ones(1)), torch.nextafter(values, torch.zeros(1))])
-    columns = [near[torch.randperm(len(near), generator=torch.Generator().manual_seed(c))] for c in range(5)]
-    draws = torch.stack(columns, dim=1)
+def test_draws_next_to_every_boundary_decide_as_the_former_python_floats():
+    """Draws at and next to k/25 (the sub-policies) and each probability, as float32."""
+    edges = torch.tensor([k / 25 for k in range(25)] + [p for pair in CIFAR10_POLICY for _, p, _ in pair] + [0.5])
+    near = torch.cat([edges, torch.nextafter(edges, torch.ones(1)), torch.nextafter(edges, torch.zeros(1))])
+    near = near.clamp(0.0, torch.nextafter(torch.ones(1), torch.zeros(1)).item()).unique()
+    draws = torch.stack([near[torch.randperm(len(near), generator=torch.Generator().manual_seed(column))]
+                         for column in range(5)], dim=1)
+    ops, bins, negative = _choices(draws)
+    for i, (pick, *chances) in enumerate(draws.tolist()):
+        pair = CIFAR10_POLICY[min(int(pick * 25), 24)]
+        for slot, (op, probability, magnitude_bin) in enumerate(pair):
+            fires = not chances[slot] > probability
+            assert int(ops[i, slot]) == (OPS.index(op) if fires else NO_OP), (pick, chances)
+            assert int(bins[i, slot]) == (magnitude_bin or 0)
+            assert bool(negative[i, slot]) == (op in _SIGNED_OPS and chances[2 + slot] < 0.5)
     images = varied_images(len(draws), 3, 16, 16, seed=2)
     assert torch.equal(apply_policy(images, draws), grouped_autoaugment(images, draws))
 
 
-@pytest.mark.parametrize("spec", [AugmentSpec(crop_padding=4, hflip=True, autoaugment=True), AugmentSpec(autoaugment=True)])
+@pytest.mark.parametrize("spec", [AugmentSpec(crop_padding=4, hflip=True, autoaugment=True),
+                                  AugmentSpec(autoaugment=True)])
 def test_prepare_batch_draws_the_same_stream_as_before(spec):
     images = varied_images(32, 3, 32, 32, seed=9)
 
@@ -147,6 +158,7 @@ def test_the_op_count_is_fixed_and_below_the_grouped_one():
     """The same aten ops whatever the draws (no branch on values); the grouped version read the
     draws back and dispatched more ops, a number that varied with them."""
     images = varied_images(64, 3, 32, 32)
+    autoaugment_cifar10(images, torch.Generator().manual_seed(9))  # the tables of this size, made once
     batched, grouped = set(), set()
     for seed in range(2):
         with OpCounts() as counts:
