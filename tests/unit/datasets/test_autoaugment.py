@@ -11,6 +11,7 @@ from benchmarks.op_count import OpCounts
 from fedlib.datasets.augment import (
     AugmentSpec, _uniform, autoaugment_cifar10, normalize, prepare_batch, random_crop, random_hflip,
 )
+from fedlib.datasets import autoaugment_ops
 from fedlib.datasets.autoaugment import (
     _SIGNED_OPS, BINS, CIFAR10_POLICY, NO_OP, OPS, _choices, apply_ops, apply_policy, signed_magnitude,
 )
@@ -74,6 +75,66 @@ def test_a_batch_of_mixed_operations_equals_torchvision_on_each_sample(shape):
     bins = torch.randint(0, BINS, (n,), generator=generator)
     negative = torch.rand(n, generator=generator) < 0.5
     assert_each_sample_matches(images, ops, bins, negative)
+
+
+# ----------------------------------------------------------------------------- the blends' rounding, on every value
+
+FACTORS = sorted({1.0 + signed_magnitude("Color", b, negative, 32, 32) for b in range(BINS) for negative in (0, 1)})
+
+
+def torchvision_blend():
+    """torchvision's ``_blend`` (the arithmetic of adjust_saturation and adjust_contrast)."""
+    color = pytest.importorskip("torchvision.transforms.v2.functional._color")
+    if not hasattr(color, "_blend"):
+        pytest.skip("this torchvision keeps its blend elsewhere")
+    return color._blend
+
+
+@pytest.mark.parametrize("factor", FACTORS)
+def test_color_and_sharpness_round_as_torchvision_for_every_pair_of_values(factor):
+    """Every (pixel, grey) pair for Color and every (pixel, blurred) pair for Sharpness: about 0.4 %
+    of them round differently if ``a * b + c`` is rounded twice, not fused as torchvision's add_."""
+    shades = torch.arange(256.0)
+    pixel, other = shades.repeat_interleave(256).view(1, 1, 256, 256), shades.repeat(256).view(1, 1, 256, 256)
+    scale, alpha = torch.tensor([factor]), torch.tensor([1.0 - factor])
+    colour = autoaugment_ops.blend(pixel, other, scale, alpha)
+    assert torch.equal(colour, torchvision_blend()(pixel.to(torch.uint8), other, factor))
+    sharpened = autoaugment_ops.blend(pixel, other - pixel, torch.ones(1), alpha)
+    expected = pixel.clone().add_(other - pixel, alpha=1.0 - factor).clamp_(0, 255).to(torch.uint8)  # its add_
+    assert torch.equal(sharpened, expected)
+
+
+@pytest.mark.parametrize("pixels", [1024, 480, 143])
+def test_contrast_rounds_as_torchvision_for_every_value_and_many_means(pixels):
+    """Grey images of ``pixels`` pixels with means S / pixels, S over the whole range: each table
+    entry is torchvision's ``_blend(value, mean, factor)``."""
+    sums = torch.arange(0, 255 * pixels + 1, 389)
+    grey = (sums[:, None] // pixels + (torch.arange(pixels) < sums[:, None] % pixels)).float().view(-1, 1, 1, pixels)
+    shades = torch.arange(256, dtype=torch.uint8).expand(len(sums), 1, 1, 256)
+    for factor in FACTORS:
+        ours = autoaugment_ops.contrast_table(grey, torch.full((len(sums),), factor),
+                                              torch.full((len(sums),), 1.0 - factor))
+        expected = torchvision_blend()(shades, grey.mean(dim=(-3, -2, -1), keepdim=True), factor)
+        assert torch.equal(ours, expected.view(len(sums), 1, 256)), factor
+
+
+def test_the_fused_multiply_add_rounds_once_where_float64_would_round_twice():
+    """a * b + c = 1 + 2**-24 + 2**-60: just past float32's halfway point between 1 and 1 + 2**-23,
+    where a float64 sum lands on that point and then ties to even (1.0)."""
+    a, c = torch.tensor([1 + 2 ** -12, -(1 + 2 ** -12)]), torch.tensor([1.0, -1.0])
+    b = torch.full((2,), (1 - 2 ** -12 + 2 ** -24) * 2 ** -24)
+    assert (a.double() * b.double() + c.double()).float().tolist() == [1.0, -1.0]
+    assert autoaugment_ops.fused_multiply_add(a, b, c).tolist() == [1 + 2 ** -23, -(1 + 2 ** -23)]
+
+
+def test_the_fused_multiply_add_equals_torchs_add_with_alpha():
+    if torch.backends.cpu.get_cpu_capability() == "DEFAULT":
+        pytest.skip("without AVX2, torch's CPU add_ rounds the product first")
+    generator = torch.Generator().manual_seed(0)
+    a, c = (torch.rand(2, 100_000, generator=generator) - 0.5) * 600
+    for b in torch.rand(8, generator=generator).tolist() + [-0.9, -0.6, 0.3, 0.7]:
+        expected = c.clone().add_(a, alpha=b)
+        assert torch.equal(autoaugment_ops.fused_multiply_add(a, torch.full_like(a, b), c), expected), b
 
 
 @pytest.mark.parametrize("n, shape", [(1, (3, 32, 32)), (7, (3, 32, 32)), (64, (3, 32, 32)), (7, (3, 64, 64)),
