@@ -16,11 +16,12 @@ bit, and the policy equals the former implementation (the batch grouped by the o
 sample drew, one torchvision call a group, which stored runs used) bit for bit, given the same
 draws (``tests/unit/datasets/test_autoaugment.py``; the former one is kept there as the reference).
 
-Cost on a 64-image 32x32 batch, counted with a TorchDispatchMode on the CPU: 289 aten ops, the same
-whatever the draws, and no host sync, against 517 to 585 ops (varying with the draws) after a read
-of the draws back to the host for the grouped version. On one busy CPU thread the batched version
-takes about twice the grouped one's time (50 batches: 1.4 s against 0.6 s of CPU time; every
-family runs on every sample), which is under 1 % of a MobileNetV2 step there.
+Cost on a 64-image 32x32 batch, counted with a TorchDispatchMode on the CPU: 289 aten ops (232 not
+views), the same whatever the draws, and no host sync, against 517 to 585 (346 not views for one
+draw) after reading the draws back to the host for the grouped version. On one busy CPU thread the
+batched version takes about twice the grouped one's time, as every family runs on every sample
+(50 batches: 1.3 to 1.8 s of CPU time against 0.6 to 0.8 s): some 30 ms a batch, about 1 % of a
+MobileNetV2 step there.
 """
 
 from __future__ import annotations

@@ -110,8 +110,9 @@ def sharpness_difference(floats: torch.Tensor) -> torch.Tensor:
     """``blurred - image`` inside a one-pixel border, 0 on it: torchvision's ``adjust_sharpness``
     smoothing (1 around, 5 in the middle, / 13), rounded.
 
-    The weighted sum of nine integers is exact in float32 and S / 13 is never within 1/26 of a
-    half, so rounding gives torchvision's value however its kernel sums the weights 1/13 and 5/13."""
+    The weighted sum S of nine integers is exact in float32 and S / 13 is never within 1/26 of a
+    half, so rounding gives torchvision's value however its convolution sums the weights 1/13 and
+    5/13 in float32 (fedlib turns TF32, whose 10-bit weights could cross that margin, off on CUDA)."""
     channels, height, width = floats.shape[1:]
     if height <= 2 or width <= 2:  # torchvision leaves such images alone
         return torch.zeros_like(floats)
@@ -132,7 +133,7 @@ def blend(floats: torch.Tensor, degenerate: torch.Tensor, factor: torch.Tensor, 
     truncated: torchvision's Color (``degenerate`` the grey image) and Sharpness (factor 1,
     ``degenerate`` :func:`sharpness_difference`), whose ``add_(..., alpha=)`` is a fused multiply-add.
 
-    Exact in float64, so rounded once: ``floats * factor`` is a float32 of 0 or 0.1 to 486 (a pixel
+    Exact in float64, so rounded once: ``floats * factor`` is a float32 of 0 or 0.1 to 485 (a pixel
     times a factor of 0.1 to 1.9), so a multiple of 2**-27; ``alpha`` (0, or 0.1 to 0.9 in size)
     times an integer below 2**8 is a multiple of 2**-27 below 2**8; the sum needs at most 37 bits.
     Apple's MPS has no float64: there the float32 multiply-add may round twice."""
