@@ -15,20 +15,19 @@ crop or flip); ``crop_flip_cutout`` is FedNTD/FedLMD on MNIST, CIFAR-10/100, and
 ``reflect_crop_flip`` their CINIC-10 pipeline (reflect-pad 4, random 32x32 crop, flip, no Cutout).
 
 AutoAugment follows torchvision's CIFAR-10 policy (25 sub-policies, 10 magnitude bins, nearest
-interpolation, black fill). Simplification: instead of one image at a time, the batch is grouped
-by the (operation, magnitude, sign) each sample drew and every group is transformed with one
-``torchvision.transforms.v2.functional`` call; the distribution per sample is the same.
+interpolation, black fill), on the whole batch at once with per-sample parameters
+(:mod:`fedlib.datasets.autoaugment`): each sample's result is, bit for bit, that of torchvision's
+functional ops on that sample alone.
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from functools import lru_cache
 
 import torch
-import torchvision.transforms.v2.functional as TF
 
+from fedlib.datasets.autoaugment import CIFAR10_POLICY, apply_policy, op_magnitude  # noqa: F401 (re-exported)
 from fedlib.datasets.data import DATASETS
 from fedlib.errors import FedlibError, one_of
 
@@ -225,101 +224,11 @@ def cutout(batch: torch.Tensor, size: int, generator: torch.Generator | None = N
 
 # ----------------------------------------------------------------------------- AutoAugment
 
-# AutoAugment's CIFAR-10 policy (Cubuk et al. 2019, as in torchvision): pairs of
-# (operation, probability, magnitude bin of 0..9 or None).
-CIFAR10_POLICY = (
-    (("Invert", 0.1, None), ("Contrast", 0.2, 6)),
-    (("Rotate", 0.7, 2), ("TranslateX", 0.3, 9)),
-    (("Sharpness", 0.8, 1), ("Sharpness", 0.9, 3)),
-    (("ShearY", 0.5, 8), ("TranslateY", 0.7, 9)),
-    (("AutoContrast", 0.5, None), ("Equalize", 0.9, None)),
-    (("ShearY", 0.2, 7), ("Posterize", 0.3, 7)),
-    (("Color", 0.4, 3), ("Brightness", 0.6, 7)),
-    (("Sharpness", 0.3, 9), ("Brightness", 0.7, 9)),
-    (("Equalize", 0.6, None), ("Equalize", 0.5, None)),
-    (("Contrast", 0.6, 7), ("Sharpness", 0.6, 5)),
-    (("Color", 0.7, 7), ("TranslateX", 0.5, 8)),
-    (("Equalize", 0.3, None), ("AutoContrast", 0.4, None)),
-    (("TranslateY", 0.4, 3), ("Sharpness", 0.2, 6)),
-    (("Brightness", 0.9, 6), ("Color", 0.2, 8)),
-    (("Solarize", 0.5, 2), ("Invert", 0.0, None)),
-    (("Equalize", 0.2, None), ("AutoContrast", 0.6, None)),
-    (("Equalize", 0.2, None), ("Equalize", 0.6, None)),
-    (("Color", 0.9, 9), ("Equalize", 0.6, None)),
-    (("AutoContrast", 0.8, None), ("Solarize", 0.2, 8)),
-    (("Brightness", 0.1, 3), ("Color", 0.7, 0)),
-    (("Solarize", 0.4, 5), ("AutoContrast", 0.9, None)),
-    (("TranslateY", 0.9, 9), ("TranslateY", 0.7, 9)),
-    (("AutoContrast", 0.9, None), ("Solarize", 0.8, 3)),
-    (("Equalize", 0.8, None), ("Invert", 0.1, None)),
-    (("TranslateY", 0.7, 9), ("AutoContrast", 0.9, None)),
-)
-_SIGNED_OPS = {"ShearX", "ShearY", "TranslateX", "TranslateY", "Rotate",
-               "Brightness", "Color", "Contrast", "Sharpness"}
-
-
-def op_magnitude(op: str, magnitude_bin: int | None, height: int, width: int) -> float:
-    """The unsigned magnitude of bin 0..9 on AutoAugment's scale for ``op``."""
-    if magnitude_bin is None:
-        return 0.0
-    level = magnitude_bin / 9
-    if op in ("ShearX", "ShearY"):
-        return 0.3 * level
-    if op in ("TranslateX", "TranslateY"):  # 150 px of a 331 px image, scaled to this size
-        return 150.0 / 331.0 * (width if op == "TranslateX" else height) * level
-    if op == "Rotate":
-        return 30.0 * level
-    if op == "Posterize":  # bits kept: 8 down to 4
-        return float(8 - round(magnitude_bin * 4 / 9))
-    if op == "Solarize":  # threshold: 255 down to 0
-        return 255.0 * (1 - level)
-    return 0.9 * level  # Brightness, Color, Contrast, Sharpness: factor 1 +- this
-
-
-def _shear(images: torch.Tensor, degrees_x: float, degrees_y: float) -> torch.Tensor:
-    return TF.affine(images, angle=0.0, translate=[0, 0], scale=1.0,
-                     shear=[degrees_x, degrees_y], center=[0, 0])
-
-
-def _translate(images: torch.Tensor, dx: int, dy: int) -> torch.Tensor:
-    return TF.affine(images, angle=0.0, translate=[dx, dy], scale=1.0, shear=[0.0, 0.0])
-
-
-_OPS = {
-    "ShearX": lambda x, m: _shear(x, math.degrees(math.atan(m)), 0.0),
-    "ShearY": lambda x, m: _shear(x, 0.0, math.degrees(math.atan(m))),
-    "TranslateX": lambda x, m: _translate(x, int(m), 0),
-    "TranslateY": lambda x, m: _translate(x, 0, int(m)),
-    "Rotate": lambda x, m: TF.rotate(x, m),
-    "Brightness": lambda x, m: TF.adjust_brightness(x, 1.0 + m),
-    "Color": lambda x, m: TF.adjust_saturation(x, 1.0 + m),
-    "Contrast": lambda x, m: TF.adjust_contrast(x, 1.0 + m),
-    "Sharpness": lambda x, m: TF.adjust_sharpness(x, 1.0 + m),
-    "Posterize": lambda x, m: TF.posterize(x, int(m)),
-    "Solarize": lambda x, m: TF.solarize(x, m),
-    "AutoContrast": lambda x, m: TF.autocontrast(x),
-    "Equalize": lambda x, m: TF.equalize(x),
-    "Invert": lambda x, m: TF.invert(x),
-}
-
 
 def autoaugment_cifar10(images: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:
-    """AutoAugment (CIFAR-10 policy) on a uint8 batch, each sample its own sub-policy."""
-    n, _, height, width = images.shape
-    draws = _uniform((n, 5), generator, torch.device("cpu"))  # grouping needs host values
-    out = images.clone()
-    for slot in (0, 1):  # the second operation sees the first one's result, per sample
-        groups: dict[tuple[str, float], list[int]] = {}
-        for i, (pick, *chances) in enumerate(draws.tolist()):
-            policy_id = min(int(pick * len(CIFAR10_POLICY)), len(CIFAR10_POLICY) - 1)
-            op, probability, magnitude_bin = CIFAR10_POLICY[policy_id][slot]
-            if chances[slot] > probability:
-                continue
-            magnitude = op_magnitude(op, magnitude_bin, height, width)
-            if op in _SIGNED_OPS and chances[2 + slot] < 0.5:
-                magnitude = -magnitude
-            groups.setdefault((op, magnitude), []).append(i)
-        for (op, magnitude), members in groups.items():
-            index = torch.tensor(members, device=images.device)
-            out[index] = _OPS[op](out[index], magnitude)
-    return out
+    """AutoAugment (CIFAR-10 policy) on a uint8 batch, each sample its own sub-policy
+    (:mod:`fedlib.datasets.autoaugment`: the whole batch at once on its device, no host reads).
+
+    Five uniforms a sample, drawn as every other choice here: on the generator's device, then moved
+    to the images' (with no generator, from the images' device's global generator)."""
+    return apply_policy(images, _uniform((images.shape[0], 5), generator, images.device))
