@@ -361,7 +361,7 @@ def download_on_first_use(resolved: dict) -> str | None:
     ``FEDLIB_DOWNLOAD=0`` says not to. Returns the line to print when something will be fetched."""
     if resolved.get("profile") not in DOWNLOADING_PROFILES or os.environ.get("FEDLIB_DOWNLOAD") == "0":
         return None
-    from fedlib.datasets.data import dataset_available  # the edge reads data only when a lesson asks
+    from fedlib.datasets.data import data_root, dataset_available  # read only when a lesson asks
 
     named = resolved.get("datasets") or [resolved.get("dataset")]
     data_dir = resolved.get("data_dir")
@@ -371,14 +371,7 @@ def download_on_first_use(resolved: dict) -> str | None:
         return None
     os.environ["FEDLIB_DOWNLOAD"] = "1"
     return (f"not on this machine: {', '.join(missing)}; downloaded on first use by torchvision into "
-            f"{_data_folder(data_dir)} (FEDLIB_DOWNLOAD=0 turns this off; FEDLIB_DATA points at a copy you have)")
-
-
-def _data_folder(data_dir) -> str:
-    """Where a download goes: the notebook's data_dir, else $FEDLIB_DATA, else fedlib's cache."""
-    from fedlib.datasets.data import data_root
-
-    return str(data_root(data_dir))
+            f"{data_root(data_dir)} (FEDLIB_DOWNLOAD=0 turns this off; FEDLIB_DATA points at a copy you have)")
 
 
 def _check_kinds(stem: str, declared: dict, resolved: dict, root: Path) -> None:
