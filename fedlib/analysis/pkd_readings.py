@@ -114,16 +114,26 @@ def verdict(gains: Mapping[str, float], rises: Mapping[str, bool], fresh: Sequen
             f" points; no reading gains {GAIN_POINTS}+ with the shape the rule asks, and not all are level")
 
 
-def confirmation(label: str, first: float, second: float, seeds: tuple[int, int], spread: float) -> str:
+def confirmation(label: str, first: float, second: float, seeds: tuple[int, int],
+                 spreads: tuple[float, float]) -> str:
     """What a second seed says of a reading: its gain on each seed (points over FedAvg on that seed),
-    whether the sign held, and whether both gains are within ``spread``, the standard deviation of
-    FedAvg's focus class over the window's rounds (:func:`window_spread`, points)."""
+    whether the sign held, and whether each gain is within its own seed's spread, the standard
+    deviation of that seed's FedAvg focus class over the window's rounds (:func:`window_spread`, points).
+
+    Each seed is read against its own FedAvg: a gain at the second seed is compared with how much the
+    focus class moves in the second seed's FedAvg run, not the first's. A spread not known (NaN: that
+    seed's FedAvg not run) gives no within-verdict."""
     if math.isnan(second):
         return f"{label}: seed {seeds[1]} not run yet (seed {seeds[0]}: {first:+.2f} points)"
     held = "the sign holds" if (first >= 0) == (second >= 0) else "the sign flips"
-    within = "both within" if max(abs(first), abs(second)) <= spread else "not both within"
+    numbers = f"{spreads[0]:.2f} and {spreads[1]:.2f} points"
+    if any(math.isnan(s) for s in spreads):
+        within = f"no within-verdict: a seed's FedAvg spread is not known ({numbers})"
+    else:
+        inside = [abs(g) <= s for g, s in zip((first, second), spreads)]
+        within = ("both within" if all(inside) else "not both within") + f" their seed's spread, {numbers}"
     return (f"{label}: {first:+.2f} points at seed {seeds[0]}, {second:+.2f} at seed {seeds[1]}: {held}; "
-            f"{within} {spread:.2f} points, the standard deviation of FedAvg's focus class over the window")
+            f"{within}, the standard deviation of each seed's FedAvg focus class over the window")
 
 
 def window_spread(result, class_index: int, rounds: Sequence[int]) -> float:

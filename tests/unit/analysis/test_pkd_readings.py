@@ -109,8 +109,16 @@ def test_the_window_spread_is_the_focus_class_standard_deviation():
 
 
 def test_a_second_seed_says_whether_the_sign_held_and_the_gain_left_the_noise():
-    held = pkd_readings.confirmation("(a)", -1.3, -0.4, (0, 1), spread=2.0)
-    assert "-1.30 points at seed 0, -0.40 at seed 1: the sign holds; both within 2.00" in held
-    flipped = pkd_readings.confirmation("(a)", -1.3, 4.5, (0, 1), spread=2.0)
+    held = pkd_readings.confirmation("(a)", -1.3, -0.4, (0, 1), spreads=(2.0, 1.5))
+    assert "-1.30 points at seed 0, -0.40 at seed 1: the sign holds; both within their seed's spread, 2.00 and 1.50" in held
+    flipped = pkd_readings.confirmation("(a)", -1.3, 4.5, (0, 1), spreads=(2.0, 2.0))
     assert "the sign flips; not both within" in flipped
-    assert "seed 1 not run yet" in pkd_readings.confirmation("(a)", -1.3, math.nan, (0, 1), spread=2.0)
+    assert "seed 1 not run yet" in pkd_readings.confirmation("(a)", -1.3, math.nan, (0, 1), spreads=(2.0, 2.0))
+
+
+def test_each_seeds_gain_is_read_against_its_own_fedavg_spread():
+    # within seed 0's spread (2.0) but not seed 1's (0.3): a shared spread would call both within
+    assert "not both within" in pkd_readings.confirmation("(a)", 1.0, 1.0, (0, 1), spreads=(2.0, 0.3))
+    assert "both within" in pkd_readings.confirmation("(a)", 1.0, 1.0, (0, 1), spreads=(2.0, 1.0))
+    unknown = pkd_readings.confirmation("(a)", 1.0, 1.0, (0, 1), spreads=(2.0, math.nan))
+    assert "no within-verdict" in unknown and "within their" not in unknown
