@@ -25,12 +25,12 @@ undecided".
 The checks, each a short function returning a Verdict:
 
 - :func:`beats`, :func:`at_least` -- one method's seeds against another's (:class:`Difference`);
-- :func:`within`       -- one number within a tolerance of a reference (the paper's);
+- :func:`within`       -- one method's seeds within a tolerance of another's;
 - :func:`beats_at`     -- one label of a series against another (two values of a knob);
 - :func:`best_at`      -- a label leads a series: it beats every other label;
 - :func:`rises`, :func:`falls` -- a series over a parameter, read step by step, end to end or
-  first third against last third;
-- :func:`varies_less`  -- a smaller spread over a grid than a rival's;
+  first third against last third, each change from its interval;
+- :func:`varies_less`  -- a smaller spread over a grid than a rival's, seed by seed;
 - :func:`every`        -- a claim made of several (every column, every method);
 - :func:`cheaper_to_reach`, :func:`reaches` -- the cost to reach a target (PKD Tables 9-10),
   from the seeds of a cell summarised by :class:`Reach`.
@@ -51,7 +51,7 @@ import pandas as pd
 
 from fedlib.errors import one_of
 from fedlib.orchestration import experiments
-from fedlib.reporting.intervals import BEATS, TRAILS, UNDECIDED, Difference, seed_mean
+from fedlib.reporting.intervals import BEATS, TRAILS, UNDECIDED, Difference, seed_mean, seed_values
 from fedlib.reporting.tables import DIVERGED, NEVER, NOT_RUN
 
 HOLDS, DOES_NOT_HOLD, NO_VERDICT = "holds", "does not hold", "no verdict yet"
@@ -166,15 +166,28 @@ def at_least(claim: str, value: float | Sequence[float], reference: float | Sequ
     return _compared(claim, numbers, interval, None if outcome == UNDECIDED else above)
 
 
-def within(claim: str, value: float, reference: float, tolerance: float, *,
+def within(claim: str, value: float | Sequence[float], reference: float | Sequence[float], tolerance: float, *,
            numbers: str | None = None, unit: str = "%") -> Verdict:
-    """Holds when ``value`` lies within ``tolerance`` of ``reference``, either side."""
+    """Holds when ``value`` lies within ``tolerance`` of ``reference``, either side: the bootstrap
+    interval of their difference (:class:`Difference`) lies wholly inside ±``tolerance``. Does not
+    hold when it lies wholly outside, above or below; undecided otherwise, and with one seed a side."""
     if numbers is None:
-        gap = "" if _missing(value, reference) else f" ({value - reference:+.2f}, allowed ±{tolerance:g})"
+        gap = ("" if _missing(value, reference)
+               else f" ({seed_mean(value) - seed_mean(reference):+.2f}, allowed ±{tolerance:g})")
         numbers = f"{number_text(value, unit)} vs {number_text(reference, unit)}{gap}"
     if _missing(value, reference):
         return no_verdict(claim, MISSING, numbers)
-    return Verdict(claim, bool(abs(value - reference) <= tolerance), numbers)
+    difference = Difference.of(value, reference)
+    if math.isnan(difference.low):
+        outcome = UNDECIDED
+    elif -tolerance <= difference.low and difference.high <= tolerance:
+        outcome = "within"
+    elif difference.low > tolerance or difference.high < -tolerance:
+        outcome = "outside"
+    else:
+        outcome = UNDECIDED
+    interval = f"{difference.text(_difference_unit(unit))}, allowed ±{tolerance:g}: {outcome}"
+    return _compared(claim, numbers, interval, None if outcome == UNDECIDED else outcome == "within")
 
 
 # ---------------------------------------------------------------------- a label among others
@@ -255,10 +268,18 @@ def rises(claim: str, values: pd.Series, *, compare: str = "ends", numbers: str 
 
 def falls(claim: str, values: pd.Series, *, compare: str = "ends", numbers: str | None = None,
           unit: str = "%") -> Verdict:
-    """Holds when ``values``, read in the order of their index, go down. ``compare``: "steps" (no
-    step goes up, and the last value is below the first: a flat line does not fall), "ends" (the
-    last value below the first) or "thirds" (the mean of the last third of the values below that
-    of the first third). No verdict with fewer than two values or a value missing."""
+    """Holds when ``values``, read in the order of their index, go down. Each entry is one seed's
+    value or every seed's (:func:`per_seed`); a change is read from the bootstrap interval of its
+    difference (:class:`Difference`), as :func:`beats` reads a lead. ``compare``:
+
+    - "ends": the last point's seeds against the first's;
+    - "thirds": every value of the last third of the points against every value of the first third
+      (with one seed a point, the interval comes from the points' spread within each third);
+    - "steps": the ends fall, and no step's interval lies wholly on the rising side.
+
+    Holds when the interval lies wholly on the falling side, does not hold when it lies wholly on
+    the other side (or, for "steps", some step does); undecided otherwise, and with one value a
+    side. No verdict with fewer than two points or a value missing."""
     return _trend(claim, values, -1, compare, numbers, unit)
 
 
@@ -271,23 +292,58 @@ def _trend(claim: str, values: pd.Series, sign: int, compare: str, numbers: str 
         return no_verdict(claim, ONE_VALUE, numbers)
     if _missing(values):
         return no_verdict(claim, MISSING, numbers)
-    direction = sign * values.to_numpy(dtype=float)
+    points = [seed_values(value) for value in values]
+    third = max(1, len(points) // 3) if compare == "thirds" else 1
+    late, early = np.concatenate(points[-third:]), np.concatenate(points[:third])
+    change = Difference.of(late, early, lower_is_better=sign < 0)
+    outcome = change.outcome
+    against = 0
     if compare == "steps":
-        return Verdict(claim, bool((np.diff(direction) >= 0).all() and direction[-1] > direction[0]), numbers)
-    third = max(1, len(values) // 3) if compare == "thirds" else 1
-    return Verdict(claim, bool(direction[-third:].mean() > direction[:third].mean()), numbers)
+        steps = [Difference.of(after, before, lower_is_better=sign < 0) for before, after in zip(points, points[1:])]
+        against = sum(step.outcome == TRAILS for step in steps)
+        if against:
+            outcome = TRAILS
+    direction = "rise" if sign > 0 else "fall"
+    verb = {BEATS: f"{direction}s", TRAILS: f"does not {direction}", UNDECIDED: UNDECIDED}[outcome]
+    read = {"ends": "last against first", "thirds": "last third against first third",
+            "steps": "last against first"}[compare]
+    steps_text = f", {against} step(s) the other way" if against else ""
+    samples = "seeds" if any(len(point) > 1 for point in points) else "points"  # thirds of one seed a point
+    interval = f"{read}: {change.text(_difference_unit(unit), samples=samples)}{steps_text}: {verb}"
+    return _compared(claim, numbers, interval, None if outcome == UNDECIDED else outcome == BEATS)
 
 
 def varies_less(claim: str, values: pd.Series, rival: pd.Series, *, numbers: str | None = None) -> Verdict:
-    """Holds when the spread (max - min) of ``values`` is at most that of ``rival``. No verdict
-    with fewer than two values on either side or a value missing."""
+    """Holds when ``values`` vary less over a grid than ``rival``: each seed's spread (max - min over
+    the grid's points; entries one seed's value or every seed's, in the same seed order at every
+    point) is a sample, and the bootstrap interval of the difference of the two sides' spreads
+    (:class:`Difference`) lies wholly below zero. Does not hold when it lies wholly above;
+    undecided otherwise, and with one seed a side. No verdict with fewer than two points on either
+    side, a value missing, or points with different numbers of seeds."""
     if numbers is None:
-        numbers = f"spread: {number_text(spread(values), '')} vs {number_text(spread(rival), '')} points"
+        numbers = (f"spread: {number_text(spread(values.map(seed_mean)), '')} vs "
+                   f"{number_text(spread(rival.map(seed_mean)), '')} points")
     if min(len(values), len(rival)) < 2:
         return no_verdict(claim, ONE_VALUE, numbers)
     if _missing(values, rival):
         return no_verdict(claim, MISSING, numbers)
-    return Verdict(claim, spread(values) <= spread(rival), numbers)
+    ours, theirs = _seed_spreads(values), _seed_spreads(rival)
+    if ours is None or theirs is None:
+        return no_verdict(claim, "the points ran different numbers of seeds", numbers)
+    difference = Difference.of(ours, theirs, lower_is_better=True)
+    outcome = difference.outcome
+    verb = {BEATS: "varies less", TRAILS: "varies more", UNDECIDED: UNDECIDED}[outcome]
+    interval = f"spread difference {difference.text()}: {verb}"
+    return _compared(claim, numbers, interval, None if outcome == UNDECIDED else outcome == BEATS)
+
+
+def _seed_spreads(values: pd.Series) -> np.ndarray | None:
+    """Each seed's max - min over the points of ``values`` (None when the points' seed counts differ)."""
+    curves = [seed_values(value) for value in values]
+    if len({len(curve) for curve in curves}) != 1:
+        return None
+    stacked = np.vstack(curves)  # points x seeds
+    return stacked.max(axis=0) - stacked.min(axis=0)
 
 
 def spread(values: pd.Series) -> float:

@@ -100,11 +100,12 @@ class Difference:
         """:meth:`side` of zero: beats, trails or undecided."""
         return self.side()
 
-    def text(self, unit: str = "points", digits: int = 2) -> str:
-        """'+1.35 points [-0.40, +2.90], 3 seeds each', or '+1.35 points, one seed: no interval'."""
+    def text(self, unit: str = "points", digits: int = 2, samples: str = "seeds") -> str:
+        """'+1.35 points [-0.40, +2.90], 3 seeds each', or '+1.35 points, one seed: no interval'
+        (``samples`` names what each side's values are when they are not seeds: "rounds")."""
         ours, theirs = self.seeds
         head = f"{self.mean:+.{digits}f} {unit}".rstrip()
-        sizes = f"{ours} seeds each" if ours == theirs else f"{ours} and {theirs} seeds"
+        sizes = f"{ours} {samples} each" if ours == theirs else f"{ours} and {theirs} {samples}"
         if ours == theirs == 1:
             return f"{head}, {ONE_SEED}"
         if math.isnan(self.low):

@@ -109,10 +109,15 @@ def test_at_least_holds_on_a_tie_and_within_its_tolerance():
     assert claims.at_least("c", NAN, 70.0).holds is None
 
 
-def test_within_holds_on_either_side_of_the_reference():
-    assert claims.within("c", 75.2, 75.7, 1.0).holds is True
-    assert claims.within("c", 76.2, 75.7, 1.0).holds is True
-    assert claims.within("c", 73.7, 75.7, 1.0).holds is False
+def test_within_reads_the_interval_of_the_difference_against_the_tolerance():
+    inside = claims.within("c", (75.2, 75.4), (75.7, 75.5), 1.0)
+    assert inside.holds is True and inside.numbers.endswith("allowed ±1: within")
+    assert claims.within("c", (76.2, 76.4), (75.7, 75.5), 1.0).holds is True, "either side"
+    outside = claims.within("c", (73.7, 73.6), (75.7, 75.8), 1.0)
+    assert outside.holds is False and outside.numbers.endswith("outside")
+    straddling = claims.within("c", (74.0, 75.6), (75.7, 75.7), 1.0)
+    assert straddling.undecided, "the interval reaches past the tolerance: undecided"
+    assert claims.within("c", 75.2, 75.7, 1.0).undecided, "one seed: no interval"
     assert "allowed ±1" in claims.within("c", 73.7, 75.7, 1.0).numbers
     assert claims.within("c", 73.7, NAN, 1.0).holds is None
 
@@ -182,27 +187,44 @@ def test_best_at_gives_no_verdict_on_a_single_value_an_absent_label_or_a_missing
 
 
 # ---------------------------------------------------------------------- a series over a parameter
-def test_falls_by_ends_compares_the_last_value_with_the_first():
-    switch = by({0: 31.39, 2: 34.17, 4: 30.28})
+def test_falls_by_ends_reads_the_last_points_seeds_against_the_firsts():
+    switch = by({0: (31.39, 31.2), 2: (34.17, 34.0), 4: (30.28, 30.1)})
     assert claims.falls("c", switch).holds is True
     assert claims.rises("c", switch).holds is False
+    assert "last against first: -1.11 points [" in claims.falls("c", switch).numbers
 
 
-def test_falls_by_steps_needs_every_step_down_and_a_drop_overall():
-    assert claims.falls("c", by({0: 31.39, 2: 34.17, 4: 30.28}), compare="steps").holds is False
-    assert claims.falls("c", by({0: 34.0, 2: 34.0, 4: 30.0}), compare="steps").holds is True
-    assert claims.falls("c", by({0: 30.0, 2: 30.0}), compare="steps").holds is False, "a flat line does not fall"
+def test_a_trend_of_one_seed_a_point_is_undecided_by_ends():
+    verdict = claims.falls("c", by({0: 31.39, 2: 34.17, 4: 30.28}))
+    assert verdict.undecided and "one seed: no interval" in verdict.numbers
+
+
+def test_a_trend_whose_seeds_overlap_is_undecided():
+    assert claims.falls("c", by({0: (31.0, 35.0), 4: (30.0, 34.0)})).undecided
+
+
+def test_falls_by_steps_needs_the_ends_to_fall_and_no_step_clearly_up():
+    up_then_down = by({0: (31.39, 31.3), 2: (34.17, 34.1), 4: (30.28, 30.2)})
+    verdict = claims.falls("c", up_then_down, compare="steps")
+    assert verdict.holds is False and "1 step(s) the other way" in verdict.numbers
+    flat_then_down = by({0: (34.0, 34.1), 2: (34.0, 34.1), 4: (30.0, 30.1)})
+    assert claims.falls("c", flat_then_down, compare="steps").holds is True
+    assert claims.falls("c", by({0: (30.0, 30.1), 2: (30.0, 30.1)}), compare="steps").undecided, \
+        "a flat line does not fall"
 
 
 def test_trends_read_the_series_in_the_order_of_its_index():
-    assert claims.rises("c", by({4: 40.0, 0: 30.0, 2: 35.0}), compare="steps").holds is True
+    assert claims.rises("c", by({4: (40.0, 40.1), 0: (30.0, 30.1), 2: (35.0, 35.1)}), compare="steps").holds is True
 
 
-def test_falls_by_thirds_compares_the_mean_of_the_last_third_with_the_first():
-    rate = by(dict(enumerate([50.0, 60.0, 55.0, 40.0, 45.0, 44.0])))  # thirds: 55 -> 44.5
-    assert claims.falls("c", rate, compare="thirds").holds is True
-    assert claims.falls("c", rate, compare="ends").holds is True
-    assert claims.falls("c", rate, compare="steps").holds is False
+def test_falls_by_thirds_reads_the_points_of_each_third_as_samples():
+    rate = by(dict(enumerate([50.0, 60.0, 55.0, 40.0, 45.0, 44.0])))  # thirds (50, 60) -> (45, 44)
+    verdict = claims.falls("c", rate, compare="thirds")
+    assert verdict.holds is True and "last third against first third: -10.50 points [" in verdict.numbers
+    assert verdict.numbers.endswith("2 points each: falls"), "the samples are the points, not seeds"
+    assert claims.falls("c", rate, compare="ends").undecided, "one seed at each end"
+    noisy = by(dict(enumerate([50.0, 30.0, 45.0, 44.0, 49.0, 33.0])))  # thirds (50, 30) -> (49, 33)
+    assert claims.falls("c", noisy, compare="thirds").undecided
 
 
 def test_a_trend_gives_no_verdict_on_one_value_or_a_missing_one():
@@ -215,12 +237,19 @@ def test_an_unknown_way_to_read_a_trend_stops_with_one_line():
         claims.rises("c", by({1: 1.0, 2: 2.0}), compare="slope")
 
 
-def test_varies_less_compares_the_spreads_and_a_tie_holds():
-    steady, swinging = by({1: 31.39, 2: 31.39}), by({1: 30.28, 2: 27.5})
+def test_varies_less_compares_each_seeds_spread():
+    steady, swinging = by({1: (31.39, 31.0), 2: (31.39, 31.2)}), by({1: (30.28, 30.0), 2: (27.5, 27.0)})
     verdict = claims.varies_less("c", steady, swinging)
-    assert verdict.holds is True and verdict.numbers == "spread: 0.00 vs 2.78 points"
+    assert verdict.holds is True and verdict.numbers.startswith("spread: 0.10 vs 2.89 points")
+    assert "varies less" in verdict.numbers
     assert claims.varies_less("c", swinging, steady).holds is False
-    assert claims.varies_less("c", steady, steady).holds is True
+    assert claims.varies_less("c", steady, steady).undecided, "a tie is no lead"
+
+
+def test_varies_less_of_one_seed_is_undecided_and_of_mixed_seed_counts_has_no_verdict():
+    assert claims.varies_less("c", by({1: 31.39, 2: 31.39}), by({1: 30.28, 2: 27.5})).undecided
+    mixed = claims.varies_less("c", by({1: (31.0, 31.1), 2: 31.0}), by({1: (30.0, 30.1), 2: (20.0, 20.1)}))
+    assert mixed.holds is None and "different numbers of seeds" in mixed.reason
 
 
 def test_varies_less_gives_no_verdict_on_a_grid_of_one_value_or_a_missing_number():
