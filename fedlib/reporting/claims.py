@@ -432,6 +432,7 @@ class Reach:
     reached: int
     diverged: bool
     cost: float
+    costs: tuple[float, ...] = ()  # each seed's cost, of the seeds that reach the target
 
     @classmethod
     def of(cls, rows: pd.DataFrame) -> "Reach":
@@ -441,7 +442,8 @@ class Reach:
         reached = stored["value"] < math.inf  # NaN (a diverged run) is not reached
         cost = float(stored["value"][reached].mean()) if reached.any() else float("nan")
         return cls(len(rows), len(stored), int(reached.sum()),
-                   bool(experiments.flag_column(stored, "diverged").any()), cost)
+                   bool(experiments.flag_column(stored, "diverged").any()), cost,
+                   tuple(float(c) for c in stored["value"][reached]))
 
     @property
     def complete(self) -> bool:
@@ -462,9 +464,11 @@ class Reach:
 
 def cheaper_to_reach(claim: str, ours: Reach, rival: Reach, *, numbers: str | None = None) -> Verdict:
     """Holds when ``ours`` reaches the target for less than ``rival``: only ours reaches it, or
-    both reach it in every seed and ours costs less. Does not hold when only the rival reaches
-    it, or ours costs as much or more. No verdict for a cell not complete, when neither reaches
-    the target within the budget, or when one reaches it in some seeds only."""
+    both reach it in every seed and the bootstrap interval of the difference of their seeds' costs
+    (:class:`Difference`) lies wholly below zero. Does not hold when only the rival reaches it, or
+    the interval lies wholly above zero; undecided otherwise (and with one seed a side). No verdict
+    for a cell not complete, when neither reaches the target within the budget, or when one
+    reaches it in some seeds only."""
     numbers = f"{ours.text()} vs {rival.text()}" if numbers is None else numbers
     if not (ours.complete and rival.complete):
         return no_verdict(claim, "a run diverged or is in no store", numbers)
@@ -474,7 +478,11 @@ def cheaper_to_reach(claim: str, ours: Reach, rival: Reach, *, numbers: str | No
         return Verdict(claim, rival.reached == 0, numbers)
     if ours.reached < ours.declared or rival.reached < rival.declared:
         return no_verdict(claim, "not every seed reaches it: costs not compared", numbers)
-    return Verdict(claim, ours.cost < rival.cost, numbers)
+    difference = Difference.of(ours.costs, rival.costs, lower_is_better=True)
+    outcome = difference.outcome
+    verb = {BEATS: "costs less", TRAILS: "costs more", UNDECIDED: UNDECIDED}[outcome]
+    interval = f"{difference.text('U', 1)}: {verb}"
+    return _compared(claim, numbers, interval, None if outcome == UNDECIDED else outcome == BEATS)
 
 
 def reaches(claim: str, cell: Reach, *, expected: bool = True, numbers: str | None = None) -> Verdict:

@@ -341,11 +341,14 @@ def test_reach_summarises_the_seeds_of_a_cell_in_words():
     assert claims.Reach.of(cost_rows(3.0, NAN, not_run={1})).text() == "3.0 U (1 of 2 seeds run)"
 
 
-def test_cheaper_to_reach_compares_costs_where_every_seed_reaches_the_target():
-    pkd, fedavg = claims.Reach.of(cost_rows(3.7)), claims.Reach.of(cost_rows(3.0))
-    assert claims.cheaper_to_reach("FedAvg needs less than PKD", fedavg, pkd).holds is True
+def test_cheaper_to_reach_compares_the_seeds_costs_where_every_seed_reaches_the_target():
+    pkd, fedavg = claims.Reach.of(cost_rows(3.7, 3.9)), claims.Reach.of(cost_rows(3.0, 3.1))
+    cheaper = claims.cheaper_to_reach("FedAvg needs less than PKD", fedavg, pkd)
+    assert cheaper.holds is True and cheaper.numbers.endswith("2 seeds each: costs less")
     assert claims.cheaper_to_reach("PKD needs less than FedAvg", pkd, fedavg).holds is False
-    assert claims.cheaper_to_reach("c", pkd, pkd).holds is False, "the same cost is not less"
+    assert claims.cheaper_to_reach("c", pkd, pkd).undecided, "the same cost is not less"
+    one_seed = claims.cheaper_to_reach("c", claims.Reach.of(cost_rows(3.0)), claims.Reach.of(cost_rows(3.7)))
+    assert one_seed.undecided and "one seed: no interval" in one_seed.numbers
 
 
 def test_cheaper_to_reach_when_only_one_side_reaches_the_target():
