@@ -60,6 +60,9 @@ PUBLISH_ENV = "FEDLIB_PUBLISH"  # set by ``reproduce.sh --publish`` for the kern
 PAPERMILL_CELL = "# Parameters"  # how papermill's injected cell starts
 DEFAULTS_KEY = "fedlib_defaults"  # the parameters cell's metadata: its values as the notebook shipped
 NOTE_KEY = "note"  # in a profile's section: a sentence the notebook prints under that profile, not a parameter
+OUTCOME_KEY = "outcome"  # in the lesson section: the note's verdict and numbers, machine-readable, not a parameter
+# (tests/notebooks/test_lesson_outcomes.py checks them against the committed lesson runs)
+PROSE_KEYS = (NOTE_KEY, OUTCOME_KEY)  # a section's keys that say what the profile shows; never passed as parameters
 
 
 def find_root(stem: str) -> Path:
@@ -107,7 +110,10 @@ def load_profiles(profiles_dir: Path, stem: str) -> dict[str, dict]:
         note = (params or {}).get(NOTE_KEY)
         if note is not None and not isinstance(note, str):
             raise FedlibError(f"{path}: profile {name!r}: {NOTE_KEY} must be one sentence (a string)")
-    return {name: {k: v for k, v in (params or {}).items() if k != NOTE_KEY} for name, params in profiles.items()}
+        outcome = (params or {}).get(OUTCOME_KEY)
+        if outcome is not None and not isinstance(outcome, dict):
+            raise FedlibError(f"{path}: profile {name!r}: {OUTCOME_KEY} must be a mapping (verdict, numbers)")
+    return {name: {k: v for k, v in (params or {}).items() if k not in PROSE_KEYS} for name, params in profiles.items()}
 
 
 def profile_note(profiles_dir: Path, stem: str, profile: str | None) -> str | None:

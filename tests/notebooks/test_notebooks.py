@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from fedlib.reporting.notebook import NOTE_KEY
+from fedlib.reporting.notebook import PROSE_KEYS
 from fedlib.reproduce import declared_parameters, run_notebooks
 from tools.strip_notebooks import has_outputs
 from tools.strip_notebooks import main as strip_main
@@ -70,7 +70,7 @@ def test_profiles_yaml_defines_the_standard_profiles(path: Path):
     assert STANDARD_PROFILES <= set(profiles), f"missing {sorted(STANDARD_PROFILES - set(profiles))}"
     declared = declared_parameters(path)
     for name, parameters in profiles.items():
-        unknown = set(parameters or {}) - declared - {NOTE_KEY}  # a note is printed, not a parameter
+        unknown = set(parameters or {}) - declared - set(PROSE_KEYS)  # a note and an outcome are prose, not parameters
         assert not unknown, f"profile {name!r} sets undeclared parameter(s) {sorted(unknown)}"
 
 
