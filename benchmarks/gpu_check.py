@@ -330,7 +330,8 @@ def part_opcount(device: str, tiny: bool) -> str:
     methods, models = (["fedavg"], ["lenet5"]) if tiny else (["fedavg", "fedvls", "fedlmd", "pkd"],
                                                             ["lenet5", "cnn2", "mobilenetv2"])
     return "\n".join(["## Aten ops and host syncs per local step (counted on the CPU)", "",
-                      op_count.table(methods, models, steps=2, where=not tiny)])
+                      op_count.table(methods, models, steps=2, where=not tiny,
+                                     augmentations=() if tiny else ("crop_flip", "crop_flip_autoaugment"))])
 
 
 PART_FUNCTIONS = {"env": part_env, "tests": part_tests, "rates": part_rates, "workloads": part_workloads,

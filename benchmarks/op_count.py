@@ -1,6 +1,7 @@
 """Per-step overhead on the CPU: aten ops dispatched and host syncs per local step, method x model.
 
-    python -m benchmarks.op_count --methods fedavg,fedvls,fedlmd,pkd --models lenet5,cnn2,mobilenetv2
+    python -m benchmarks.op_count --methods fedavg,fedvls,fedlmd,pkd --models lenet5,cnn2,mobilenetv2 \
+        --augmentations crop_flip,crop_flip_autoaugment
 
 On a GPU every aten op is at least one kernel launch from Python, and every host sync (a value
 read back to Python: ``.item()``, ``float(t)``, ``bool(t)``, an op whose output shape depends on
@@ -11,8 +12,12 @@ progress on them is visible without a GPU.
 
 Counted: one local step of one client on the sequential path (``train_step``: forward passes,
 loss, backward, optimiser), averaged over ``--steps`` steps after the first; on the stacked path
-one step of a whole stack of clients (``--clients``), counted per step of the stack. Data is a
-synthetic stand-in of the model's input shape (the counts do not depend on pixel values).
+one step of a whole stack of clients (``--clients``), counted per step of the stack through the
+stacked backend's ``step_context`` argument. Data is a synthetic stand-in of the model's input
+shape (the counts do not depend on pixel values). Neither count includes drawing and augmenting
+the batch: the augmentation of one batch (``--augmentations``, a preset of
+:data:`fedlib.datasets.augment.AUGMENTATIONS`, on a CIFAR-shaped 3x32x32 uint8 batch) is counted
+on lines of its own, once per batch of one client (a stack step augments one batch per client).
 A sync's origin (the innermost fedlib frame that asked) is listed with ``--where``.
 """
 
@@ -33,6 +38,7 @@ from fedlib.core.backends import stacked
 from fedlib.core.client_training import client_setup
 from fedlib.core.config import RunConfig
 from fedlib.core.state import sample_clients
+from fedlib.datasets.augment import augment_spec, prepare_batch
 
 # ops that make the host wait for the device: a value read back, or an output sized by the data
 SYNC_OPS = {"_local_scalar_dense", "nonzero", "masked_select", "_unique2", "unique_dim", "unique_consecutive",
@@ -41,6 +47,8 @@ INPUT_SHAPES = {"lenet5": (1, 28), "mlp": (1, 28), "simple_cnn": (1, 28), "cnn2"
                 "mobilenetv2": (3, 32), "resnet8": (3, 32), "resnet18": (3, 32), "vgg9": (3, 32)}
 # arguments beyond what a method's short run changes (Algorithm.short_run): the variant the notebooks train
 METHOD_ARGS = {"fedvls": {"variant": "official"}}
+AUGMENTATION_SHAPE = (3, 32, 32)  # the CIFAR images the augmentation presets were written for
+CIFAR_MOMENTS = ((0.4914, 0.4822, 0.4465), (0.2470, 0.2435, 0.2616))  # mean, std (the counts ignore them)
 
 
 @dataclass
@@ -113,27 +121,40 @@ def sequential_step_counts(cfg: RunConfig, steps: int = 3) -> OpCounts:
 
 
 def stacked_step_counts(cfg: RunConfig) -> OpCounts | None:
-    """Ops and syncs per step of the whole stack in one stacked round (None: the method falls back)."""
+    """Ops and syncs per step of the whole stack in round 0's local training on the stacked path
+    (None: the method falls back). Only the steps are counted (the backend's ``step_context``),
+    not the round's setup, the batches' augmentation, the uploads or the aggregation."""
     server, algorithm = engine.prepare(cfg.replace(backend="stacked"))
     if stacked.unsupported_reason(algorithm):
         return None
     ticks = []
-    original = stacked._tick
     counts = OpCounts()
 
-    def counted_tick(*args, **kwargs):  # only the steps: not the round's setup, upload and aggregation
+    def counted_step() -> OpCounts:
         ticks.append(1)
-        with counts:
-            return original(*args, **kwargs)
+        return counts
 
-    stacked._tick = counted_tick
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            engine.run_round(server, algorithm)
-    finally:
-        stacked._tick = original
+    algorithm.begin_round(server)  # as engine.run_round does before any client
+    server.round_clients = sample_clients(cfg.seed, 0, cfg.clients, cfg.participation)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        stacked.train_round(server, algorithm, server.round_clients, cfg.lr, step_context=counted_step)
     return _per(counts, max(1, len(ticks)))
+
+
+def augmentation_counts(name: str, batch_size: int = 32, steps: int = 3,
+                        shape: tuple[int, int, int] = AUGMENTATION_SHAPE) -> OpCounts:
+    """Ops and syncs of augmenting and normalising one uint8 batch with the preset ``name`` (as a
+    client's training batches are made), averaged over ``steps`` batches after one uncounted."""
+    spec = augment_spec(name)
+    generator = torch.Generator().manual_seed(0)
+    images = torch.randint(0, 256, (batch_size, *shape), dtype=torch.uint8, generator=generator)
+    counts = OpCounts()
+    prepare_batch(images, *CIFAR_MOMENTS, spec, generator)  # anything made once (cached constants)
+    for _ in range(steps):
+        with counts:
+            prepare_batch(images, *CIFAR_MOMENTS, spec, generator)
+    return _per(counts, steps)
 
 
 def _per(counts: OpCounts, steps: int) -> OpCounts:
@@ -142,8 +163,9 @@ def _per(counts: OpCounts, steps: int) -> OpCounts:
 
 
 def table(methods: list[str], models: list[str], steps: int = 3, with_stacked: bool = True,
-          where: bool = False) -> str:
-    """The markdown table of ops and syncs per step, method x model (sequential, and stacked)."""
+          where: bool = False, augmentations: tuple[str, ...] = ()) -> str:
+    """The markdown table of ops and syncs per step, method x model (sequential, and stacked),
+    then one line per augmentation preset: ops and syncs of augmenting one client's batch."""
     lines = ["| method | model | ops/step sequential | syncs/step sequential | ops/step stacked (whole stack) "
              "| syncs/step stacked |", "|---|---|---:|---:|---:|---:|"]
     notes = []
@@ -158,6 +180,14 @@ def table(methods: list[str], models: list[str], steps: int = 3, with_stacked: b
             if where:
                 for origin, count in (seq.origins + (stk.origins if stk else Counter())).most_common(5):
                     notes.append(f"- {method}/{model}: {count:.1f} per step from {origin}")
+    if augmentations:
+        lines += ["", f"| augmentation ({'x'.join(map(str, AUGMENTATION_SHAPE))}, batch 32) | ops/batch | syncs/batch |",
+                  "|---|---:|---:|"]
+        for name in augmentations:
+            aug = augmentation_counts(name, steps=steps)
+            lines.append(f"| {name} | {aug.total:.0f} | {sum(aug.syncs.values()):.1f} |")
+            if where:
+                notes += [f"- {name}: {count:.1f} per batch from {origin}" for origin, count in aug.origins.most_common(5)]
     return "\n".join(lines + ([""] + notes if notes else []))
 
 
@@ -168,9 +198,13 @@ def main(argv=None) -> None:
     parser.add_argument("--steps", type=int, default=3, help="sequential steps counted (after one uncounted)")
     parser.add_argument("--no-stacked", action="store_true", help="count the sequential path only")
     parser.add_argument("--where", action="store_true", help="list where the host syncs come from")
+    parser.add_argument("--augmentations", default="crop_flip,crop_flip_autoaugment",
+                        help="augmentation presets counted per batch, comma-separated ('' for none)")
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
-    print(table(args.methods.split(","), args.models.split(","), args.steps, not args.no_stacked, args.where))
+    augmentations = tuple(name for name in args.augmentations.split(",") if name)
+    print(table(args.methods.split(","), args.models.split(","), args.steps, not args.no_stacked, args.where,
+                augmentations))
 
 
 if __name__ == "__main__":

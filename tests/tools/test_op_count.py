@@ -23,3 +23,26 @@ def test_fedvls_local_steps_have_no_host_sync():
     counts = op_count.sequential_step_counts(cfg, steps=1)
     assert counts.total > 50
     assert sum(counts.syncs.values()) == 0, dict(counts.origins)
+
+
+def test_stacked_counts_are_the_steps_only():
+    """Counted through the backend's step_context: the batches' drawing (the epoch's randperm) and
+    augmentation are outside, as on the sequential count; nothing in the backend is rebound."""
+    from fedlib.core.backends import stacked
+
+    tick = stacked._tick
+    counts = op_count.stacked_step_counts(op_count.count_config("lenet5", "fedavg"))
+    assert stacked._tick is tick
+    assert counts.total > 50 and counts.ops["convolution"] > 0
+    assert "randperm" not in counts.ops
+
+
+def test_augmenting_a_batch_is_counted_on_its_own_line():
+    crop_flip = op_count.augmentation_counts("crop_flip", steps=1)
+    autoaugment = op_count.augmentation_counts("crop_flip_autoaugment", steps=1)
+    assert 10 < crop_flip.total < autoaugment.total
+    assert sum(crop_flip.syncs.values()) == 0 and sum(autoaugment.syncs.values()) == 0  # no value read back
+    table = op_count.table(["fedavg"], ["lenet5"], steps=1, with_stacked=False,
+                           augmentations=("crop_flip", "crop_flip_autoaugment"))
+    assert f"| crop_flip | {crop_flip.total:.0f} | 0.0 |" in table
+    assert f"| crop_flip_autoaugment | {autoaugment.total:.0f} | 0.0 |" in table

@@ -11,8 +11,9 @@ What each client keeps apart: parameters, momentum, BatchNorm running statistics
 order and augmentation (the same keyed generators as the sequential path, so the same batches),
 its class counts and the per-client tensors and numbers of its context (stacked). Teachers that
 all clients share (the received global model, FedCSD's moving average, PKD's experts) run once
-on the concatenated batch outside vmap (per client when a teacher has BatchNorm in train mode,
-whose batch statistics must stay per client).
+on the concatenated batch outside vmap; one with BatchNorm in train mode, whose batch statistics
+must stay per client, runs once under its own vmap (:func:`teacher_under_vmap`), or where that
+cannot run (:func:`teacher_loop_reason`) once per client in a loop, with one warning.
 
 Clients run different numbers of steps. They are sorted by step count, so the clients still
 training at step t are a prefix of the stack (slices are views: no copies); finished clients
@@ -23,14 +24,9 @@ equal batch size, gathered out of the stack and scattered back.
 Results agree with the sequential path to float tolerance, not bitwise (batched kernels sum in a
 different order). Models with dropout draw different random masks than the sequential path.
 
-Under bf16 autocast, BatchNorm layers take their input in float32 here (:func:`batchnorm_in_float32`).
-vmap's batch rule for BatchNorm folds the clients into the channels and calls the plain kernel
-with a stand-in weight of the *input's* dtype (bf16) beside the float32 running statistics, a mix
-the kernels refuse (CUDA: "Expected running_mean to have type BFloat16 but got Float", in the
-backward). Only the GPU crashed because CPU autocast leaves vmapped convolutions in float32, so
-BatchNorm never got a bf16 input on the CPU's stacked path (its bf16 runs there are bf16 in the
-linear layers only). Normalising a float32 copy of the bf16 input is the arithmetic cuDNN does
-anyway (float32 statistics); only the output's rounding to bf16 moves to the next autocast op.
+BatchNorm under vmap (:mod:`fedlib.core.backends.vmap_batchnorm`): under bf16 autocast its layers
+take their input in float32 (:func:`batchnorm_in_float32`), and a train-mode teacher runs for all
+clients at once with each client's batch statistics (:func:`teacher_under_vmap`).
 
 What a method must keep to run here is its contract (rules 2-4 of :mod:`fedlib.algorithms.base`):
 ``loss`` and a ``pure_penalty`` run under vmap, the tensors and numbers of ``ctx.extras`` are per
@@ -45,9 +41,9 @@ from __future__ import annotations
 
 import os
 import warnings
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, ExitStack, nullcontext
 from dataclasses import dataclass, replace
-from typing import Any, Iterator, Sequence
+from typing import Any, Callable, Sequence
 
 import torch
 from torch import Tensor, nn
@@ -55,6 +51,8 @@ from torch.func import functional_call, vmap
 from torch.utils._pytree import tree_flatten, tree_map, tree_unflatten
 
 from fedlib.algorithms.base import Algorithm, ClientContext, ClientUpdate, Observer, Outputs, autocast, notify
+from fedlib.core.backends.vmap_batchnorm import (batchnorm_in_float32, teacher_loop_reason, teacher_per_client,
+                                                  teacher_under_vmap)
 from fedlib.core.client_training import client_setup, train_client
 from fedlib.core.models import has_batchnorm, has_dropout
 from fedlib.core.state import ServerState
@@ -86,6 +84,16 @@ def warn_fallback(method: str, reason: str) -> None:
     if (method, reason) not in _WARNED:
         _WARNED.add((method, reason))
         warnings.warn(f"{method} runs on the sequential path: {reason}", stacklevel=3)
+
+
+def warn_teacher_loop(method: str, teacher: str, reason: str) -> None:
+    """Say once per (method, teacher, reason) that a train-mode teacher runs once per client in a
+    loop (the same numbers as under vmap, more kernel launches)."""
+    key = (method, f"teacher {teacher}: {reason}")
+    if key not in _WARNED:
+        _WARNED.add(key)
+        warnings.warn(f"{method} stays stacked but runs its teacher {teacher!r} once per client: {reason}",
+                      stacklevel=3)
 
 
 # ====================================================================== optimiser
@@ -264,30 +272,6 @@ def stack_size(model: nn.Module, sample: Tensor, batch_size: int, num_clients: i
     return int(min(fit, num_clients))
 
 
-# ====================================================================== bf16 and BatchNorm
-_LOW_PRECISION = (torch.bfloat16, torch.float16)
-
-
-def _float_input(_module: nn.Module, args: tuple) -> tuple | None:
-    """A forward pre-hook: a low-precision input becomes float32 (other inputs pass unchanged)."""
-    if args and isinstance(args[0], Tensor) and args[0].dtype in _LOW_PRECISION:
-        return (args[0].float(), *args[1:])
-    return None
-
-
-@contextmanager
-def batchnorm_in_float32(model: nn.Module, enabled: bool = True) -> Iterator[None]:
-    """While open, ``model``'s BatchNorm layers normalise a float32 copy of a bf16/fp16 input, so
-    their kernel sees one dtype for input, weight and running statistics (see the module notes)."""
-    layers = [m for m in model.modules() if isinstance(m, nn.modules.batchnorm._BatchNorm)] if enabled else []
-    handles = [layer.register_forward_pre_hook(_float_input) for layer in layers]
-    try:
-        yield
-    finally:
-        for handle in handles:
-            handle.remove()
-
-
 # ====================================================================== the stack of clients
 def _take(value: Tensor, selection: slice | Tensor) -> Tensor:
     """A slice is a view into the stack; an index tensor gathers a copy."""
@@ -317,6 +301,23 @@ class ClientStack:
             self.tensors[key] = torch.stack([c.tensors[key] for c in ctxs])
         self.state = state
         self.randomness = "different" if has_dropout(self.model) else "error"
+        # how each teacher runs: "batch" (the concatenated batch), "vmap" (train-mode BatchNorm,
+        # teacher_under_vmap) or "loop" (teacher_per_client, the reason in teacher_loops)
+        self.teacher_paths: dict[str, str] = {}
+        self.teacher_loops: dict[str, str] = {}
+        for name, teacher in teachers.items():
+            reason = teacher_loop_reason(teacher)
+            if not (teacher.training and has_batchnorm(teacher)):
+                self.teacher_paths[name] = "batch"
+            elif reason is None:
+                self.teacher_paths[name] = "vmap"
+            else:
+                self.teacher_paths[name], self.teacher_loops[name] = "loop", reason
+        self._teacher_weights: dict = {}  # teacher_under_vmap's cached powers of (1 - momentum)
+
+    def vmapped_teachers(self) -> list[nn.Module]:
+        """The teachers that run under vmap (their BatchNorm takes float32 under bf16, as the model's)."""
+        return [self.teachers[n] for n, path in self.teacher_paths.items() if path == "vmap"]
 
     def step(self, selection: slice | Tensor, x: Tensor, y: Tensor, first: bool) -> None:
         """One local step of the selected clients on their batches x (m, B, ...), y (m, B)."""
@@ -356,19 +357,19 @@ class ClientStack:
 
     @torch.no_grad()
     def _run_teachers(self, x: Tensor) -> dict[str, tuple[Tensor, Tensor]]:
-        """Shared teachers on the concatenated batch (per client for train-mode BatchNorm)."""
+        """Shared teachers on x (m, B, ...): each on the path :attr:`teacher_paths` names."""
         outputs = {}
         with autocast(x, self.template.autocast_dtype):
             for name, teacher in self.teachers.items():
-                outputs[name] = self._run_teacher(teacher, x)
+                outputs[name] = self._run_teacher(teacher, x, self.teacher_paths[name])
         return {name: (f.float(), l.float()) for name, (f, l) in outputs.items()}
 
-    @staticmethod
-    def _run_teacher(teacher: nn.Module, x: Tensor) -> tuple[Tensor, Tensor]:
-        """Features and logits of one teacher on x (m, B, ...): per client for train-mode BatchNorm."""
-        if teacher.training and has_batchnorm(teacher):
-            pairs = [teacher(xk, return_features=True) for xk in x]
-            return torch.stack([f for f, _ in pairs]), torch.stack([l for _, l in pairs])
+    def _run_teacher(self, teacher: nn.Module, x: Tensor, path: str) -> tuple[Tensor, Tensor]:
+        """Features and logits of one teacher on x (m, B, ...)."""
+        if path == "vmap":
+            return teacher_under_vmap(teacher, x, self._teacher_weights)
+        if path == "loop":
+            return teacher_per_client(teacher, x)
         features, logits = teacher(x.flatten(0, 1), return_features=True)
         return features.unflatten(0, x.shape[:2]), logits.unflatten(0, x.shape[:2])
 
@@ -399,23 +400,29 @@ def _client_setup(server: ServerState, algorithm: Algorithm, client_id: int, lr:
     return ctx, batches, ctx.data.steps_per_epoch(server.cfg.batch_size) * server.cfg.local_epochs
 
 
-def _tick(stack: ClientStack, iterators: list, active: int, first: bool) -> None:
-    """One step of the first ``active`` clients, grouped by batch size."""
+StepContext = Callable[[], AbstractContextManager]
+
+
+def _tick(stack: ClientStack, iterators: list, active: int, first: bool,
+          step_context: StepContext | None = None) -> None:
+    """One step of the first ``active`` clients, grouped by batch size (their batches, augmented,
+    are drawn before ``step_context`` opens)."""
     batches = [next(iterators[i]) for i in range(active)]
     sizes = [len(y) for _, y in batches]
-    for size in sorted(set(sizes), reverse=True):
-        members = [i for i in range(active) if sizes[i] == size]
-        if members == list(range(len(members))):
-            selection: slice | Tensor = slice(0, len(members))
-        else:
-            selection = torch.tensor(members, device=batches[0][1].device)
-        x = torch.stack([batches[i][0] for i in members])
-        y = torch.stack([batches[i][1] for i in members])
-        stack.step(selection, x, y, first)
+    with step_context() if step_context is not None else nullcontext():
+        for size in sorted(set(sizes), reverse=True):
+            members = [i for i in range(active) if sizes[i] == size]
+            if members == list(range(len(members))):
+                selection: slice | Tensor = slice(0, len(members))
+            else:
+                selection = torch.tensor(members, device=batches[0][1].device)
+            x = torch.stack([batches[i][0] for i in members])
+            y = torch.stack([batches[i][1] for i in members])
+            stack.step(selection, x, y, first)
 
 
 def _train_chunk(server: ServerState, algorithm: Algorithm, setups: list, rule: SGDRule,
-                 hooks: Sequence[Observer]) -> list[ClientUpdate] | str:
+                 hooks: Sequence[Observer], step_context: StepContext | None = None) -> list[ClientUpdate] | str:
     """Train the clients of ``setups`` (sorted by step count, most first) as one stack."""
     ctxs = [ctx for ctx, _, _ in setups]
     teachers = _shared_teachers(ctxs)
@@ -425,11 +432,16 @@ def _train_chunk(server: ServerState, algorithm: Algorithm, setups: list, rule: 
             return outcome
     state, shared = split
     stack = ClientStack(server, algorithm, ctxs, rule, teachers, shared, state)
+    if server.cfg.backend == "stacked":
+        for name, reason in stack.teacher_loops.items():
+            warn_teacher_loop(server.cfg.method, name, reason)
     steps = [s for _, _, s in setups]
     iterators = [it for _, it, _ in setups]
-    with batchnorm_in_float32(stack.model, enabled=server.autocast_dtype is not None):
+    with ExitStack() as float32_layers:
+        for module in [stack.model, *stack.vmapped_teachers()]:
+            float32_layers.enter_context(batchnorm_in_float32(module, enabled=server.autocast_dtype is not None))
         for t in range(max(steps, default=0)):
-            _tick(stack, iterators, sum(1 for s in steps if s > t), first=t == 0)
+            _tick(stack, iterators, sum(1 for s in steps if s > t), first=t == 0, step_context=step_context)
     keys = list(server.model.state_dict())
     updates = []
     for index, (ctx, _, count) in enumerate(setups):
@@ -452,12 +464,17 @@ def _finish_client(server: ServerState, algorithm: Algorithm, ctx: ClientContext
 
 
 def train_round(server: ServerState, algorithm: Algorithm, clients: list[int], lr: float,
-                hooks: Sequence[Observer] = (), max_stack: int | None = None) -> list[ClientUpdate]:
+                hooks: Sequence[Observer] = (), max_stack: int | None = None,
+                step_context: StepContext | None = None) -> list[ClientUpdate]:
     """Local training of the round's clients on the stacked path (updates in ``clients`` order).
 
     Falls back to :func:`fedlib.core.client_training.train_client` for methods the stacked path cannot run,
     with one warning (silently under ``backend="auto"``). ``max_stack`` caps the clients per
-    stack below what the memory allows.
+    stack below what the memory allows. ``step_context``, for measuring tools: called once per
+    local step of a stack, the context it returns is open while that step computes (all its
+    batch-size groups: teachers, forward, backward, optimiser; not the drawing and augmenting of
+    the batches, nor the round's setup and uploads); ``benchmarks/op_count.py`` counts ops in it.
+    It is not called when the round falls back to the sequential path.
     """
     cfg = server.cfg
     reason = unsupported_reason(algorithm) or layout_reason(server.device, cfg.channels_last, server.model)
@@ -469,7 +486,7 @@ def train_round(server: ServerState, algorithm: Algorithm, clients: list[int], l
         size = min(size, max_stack or size)
         updates: list[ClientUpdate] = []
         for start in range(0, len(setups), size):
-            chunk = _train_chunk(server, algorithm, setups[start:start + size], rule, hooks)
+            chunk = _train_chunk(server, algorithm, setups[start:start + size], rule, hooks, step_context)
             if isinstance(chunk, str):
                 rule = chunk  # contexts that cannot stack: redo the round sequentially
                 break

@@ -115,7 +115,7 @@ def bn_config(method: str, backend: str = "sequential") -> RunConfig:
 
 
 @pytest.mark.parametrize("method", ["fedntd", "fedlmd"])
-def test_stacked_path_runs_the_train_mode_teacher_per_client(method, torch_threads):
+def test_stacked_path_runs_the_train_mode_teacher_on_each_clients_batch_statistics(method, torch_threads):
     torch_threads(1)
     reference, _ = one_round(bn_config(method))
     with warnings.catch_warnings():

@@ -291,3 +291,125 @@ def test_the_stack_budget_is_a_setting_or_a_share_of_total_memory_and_is_recorde
     monkeypatch.setenv(stacked.STACK_MEMORY_ENV, "8GiB")
     with pytest.raises(FedlibError, match="FEDLIB_STACK_MEMORY='8GiB': give the bytes"):
         stacked.stack_memory(cpu)
+
+
+# ---------------------------------------------------------------------- train-mode teachers under vmap
+def _train_mode_teacher(model: str) -> torch.nn.Module:
+    """A frozen train-mode teacher whose running statistics are not the defaults (so their update counts)."""
+    from fedlib.core.models import build_model
+
+    torch.manual_seed(0)
+    teacher = build_model(model, 10).train().requires_grad_(False)
+    for layer in teacher.modules():
+        if isinstance(layer, torch.nn.BatchNorm2d):
+            layer.running_mean.normal_()
+            layer.running_var.uniform_(0.5, 2.0)
+            layer.num_batches_tracked.fill_(7)
+    return teacher
+
+
+@pytest.mark.parametrize("model", ["resnet8", "mobilenetv2"])
+def test_a_train_mode_teacher_under_vmap_is_the_per_client_loop(model):
+    """Outputs: each client's batch normalised with its own statistics; running statistics: as the
+    loop over the clients in stack order leaves them (num_batches_tracked exactly)."""
+    import copy
+
+    looped = _train_mode_teacher(model)
+    vmapped = copy.deepcopy(looped)
+    x = torch.randn(3, 8, 3, 16, 16) * 2 + 0.5  # 3 clients, batches of 8
+    x[1] *= 3  # batch statistics that really differ between clients
+    with torch.no_grad():
+        for _ in range(2):  # the second step starts from the running statistics the first left
+            features, logits = stacked.teacher_per_client(looped, x)
+            vmap_features, vmap_logits = stacked.teacher_under_vmap(vmapped, x)
+    torch.testing.assert_close(vmap_features, features, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(vmap_logits, logits, rtol=1e-5, atol=1e-5)
+    loop_state, vmap_state = looped.state_dict(), vmapped.state_dict()
+    counters = [k for k in loop_state if k.endswith("num_batches_tracked")]
+    assert counters and all(int(loop_state[k]) == 7 + 2 * 3 for k in counters)  # 2 steps x 3 clients
+    for key, value in loop_state.items():
+        if value.is_floating_point():
+            torch.testing.assert_close(vmap_state[key], value, rtol=1e-5, atol=1e-6)
+        else:
+            assert torch.equal(vmap_state[key], value), key
+
+
+def test_a_batchnorm_without_momentum_keeps_the_teacher_in_the_loop():
+    """momentum=None (a cumulative average) reads the step count back as a number each forward
+    pass, which vmap cannot do per client: that teacher runs once per client, and says why."""
+    from torch.func import functional_call, vmap
+
+    teacher = _train_mode_teacher("resnet8")
+    assert stacked.teacher_loop_reason(teacher) is None
+    name, layer = next((n, m) for n, m in teacher.named_modules() if isinstance(m, torch.nn.BatchNorm2d))
+    layer.momentum = None
+    assert f"{name!r} has momentum=None" in stacked.teacher_loop_reason(teacher)
+    buffers = {n: b.unsqueeze(0).repeat(2, *[1] * b.dim()) for n, b in teacher.named_buffers()}
+    with pytest.raises(RuntimeError):
+        vmap(lambda b, xk: functional_call(teacher, b, (xk,)))(buffers, torch.randn(2, 4, 3, 16, 16))
+    assert not stacked.teacher_loop_reason(teacher.eval())  # eval mode: no update, nothing to read
+
+
+def _stacked_rounds(cfg, rounds: int) -> list[tuple[dict, dict]]:
+    """(global model state, the round's train-mode teacher state) after each stacked round."""
+    server, algorithm = engine.prepare(cfg.replace(backend="stacked"))
+    states = []
+    for _ in range(rounds):
+        engine.run_round(server, algorithm)
+        teacher = server.cache["global_teachers"]["global"]["model"]
+        states.append(({k: v.clone() for k, v in server.model.state_dict().items()},
+                       {k: v.clone() for k, v in teacher.state_dict().items()}))
+        server.round += 1
+    return states
+
+
+def test_a_round_with_the_vmapped_teacher_trains_as_the_per_client_loop(monkeypatch):
+    """FedVLS official (train-mode teacher) on ResNet-8, two free-running rounds: the model and the
+    teacher's running statistics after each round agree with the loop's to float rounding."""
+    cfg = tiny_config(UNEQUAL_CLIENTS, model="resnet8", method="fedvls", method_args={"variant": "official"},
+                      dataset_options={"image_shape": [3, 16, 16]}, max_train_samples=160, local_epochs=1)
+    stacked._WARNED.clear()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)  # the vmapped teacher: no warning, no fallback
+        vmapped = _stacked_rounds(cfg, 2)
+    monkeypatch.setattr(stacked, "teacher_loop_reason", lambda teacher: "forced by the test")
+    with pytest.warns(UserWarning, match="runs its teacher 'global' once per client: forced by the test"):
+        looped = _stacked_rounds(cfg, 2)
+    start = engine.prepare(cfg)[0].model.state_dict()
+    assert max(float((vmapped[-1][0][k] - start[k]).abs().max()) for k in start) > 1e-3  # training moved it
+    for (model_v, teacher_v), (model_l, teacher_l) in zip(vmapped, looped):
+        assert_same_state(model_l, model_v)
+        assert_same_state(teacher_l, teacher_v)  # running statistics, num_batches_tracked exactly
+
+
+def test_a_bf16_round_with_a_vmapped_train_mode_teacher_stays_stacked_and_finite():
+    cfg = tiny_config(UNEQUAL_CLIENTS, model="resnet8", method="fedvls", method_args={"variant": "official"},
+                      max_train_samples=80, local_epochs=1, precision="bf16", backend="stacked")
+    server, algorithm = engine.prepare(cfg)
+    with _BatchNormDtypes() as seen, warnings.catch_warnings():
+        warnings.simplefilter("error")  # no fallback, no teacher loop
+        engine.run_round(server, algorithm)
+    assert seen.calls and all(len(dtypes) == 1 for _, dtypes in seen.calls)
+    assert all(torch.isfinite(v).all() for v in server.model.state_dict().values() if v.is_floating_point())
+    teacher = server.cache["global_teachers"]["global"]["model"]
+    assert all(not m._forward_pre_hooks for m in teacher.modules())
+
+
+def test_step_context_is_open_around_every_step_of_the_stack():
+    """The public hook op_count counts with: entered once per local step of the stack."""
+    from contextlib import contextmanager
+
+    cfg = tiny_config(UNEQUAL_CLIENTS, local_epochs=1, backend="stacked")
+    server, algorithm = engine.prepare(cfg)
+    algorithm.begin_round(server)
+    clients = sample_clients(cfg.seed, 0, cfg.clients, cfg.participation)
+    server.round_clients = clients
+    opened = []
+
+    @contextmanager
+    def step():
+        opened.append(torch.is_grad_enabled())
+        yield
+
+    updates = stacked.train_round(server, algorithm, clients, cfg.lr, step_context=step)
+    assert len(opened) == max(u.num_steps for u in updates) > 1
