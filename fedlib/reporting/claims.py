@@ -37,6 +37,10 @@ The checks, each a short function returning a Verdict:
 
 Our numbers in words: :func:`number_text`, :func:`values_text`, :func:`label_text`, :func:`names_text`;
 every seed's value per cell of a results frame: :func:`per_seed`.
+
+At about 520 lines it stays one module: every check is a short function from numbers to the same
+:class:`Verdict`, read the same way (an interval, then holds, does not hold or undecided), and a
+notebook reaches all of them as ``claims.<check>``.
 """
 
 from __future__ import annotations
