@@ -41,6 +41,7 @@ from fedlib.paper.grids import fedlmd, fedvls, pkd  # noqa: E402
 from fedlib.paper.plan import notebook_parameters  # noqa: E402
 from fedlib.reporting.notebook import load_profiles  # noqa: E402
 from fedlib.reporting.paper_numbers import RESULTS_DIR, parse_setting  # noqa: E402
+from fedlib.reporting.intervals import BEATS, TRAILS, Difference, seed_mean  # noqa: E402
 from fedlib.reporting.plots import display_name  # noqa: E402
 from fedlib.reporting.tables import DIVERGED, NOT_RUN, setting_label  # noqa: E402
 
@@ -55,12 +56,15 @@ NOT_IN_PAPER = "not in the paper's table"
 TOLERANCE = 1.5  # points beyond the paper's std within which a cell counts as reproduced
 BASELINE = "fedavg"
 REPRODUCED, ORDERING, NOT_REPRODUCED = "reproduced", "ordering reproduced, values differ", "not reproduced"
+ORDERING_UNDECIDED = "not reproduced; ordering undecided by the seeds"
 NO_BASELINE = "values differ; ordering not checked (FedAvg not run)"
 FEDAVG_DIVERGED = "values differ; ordering not checked (FedAvg diverged)"
 RULE = (f"Verdicts are computed by `tools/full_scale_readme.py` from the numbers shown: **{REPRODUCED}** when "
         f"|ours - paper| <= the paper's std (0 where it gives none) + {TOLERANCE}; otherwise **{ORDERING}** "
         f"when the method stands on the same side of FedAvg (better, worse or level) in ours as in the paper, in that "
-        f"column; otherwise **{NOT_REPRODUCED}** (FedAvg itself, outside the tolerance, is {NOT_REPRODUCED}). "
+        f"column, ours read from the seeds (the 95 % bootstrap interval of our difference to FedAvg lies wholly on "
+        f"that side; where it holds zero, and always with one seed, **{ORDERING_UNDECIDED}**); "
+        f"otherwise **{NOT_REPRODUCED}** (FedAvg itself, outside the tolerance, is {NOT_REPRODUCED}). "
         f"A cell with a diverged seed shows no number and reads **diverged**.")
 REPUBLISH = ("republish it (./reproduce.sh --profile paper --render-only --publish --figures figures/paper "
              "--tables tables/paper --only {notebook}), then run tools/full_scale_readme.py --write")
@@ -86,31 +90,40 @@ class Cell:
     paper_text: str = ""
     ours_text: str = ""
     verdict: str = ""
+    values: tuple[float, ...] = ()  # ours, one value per seed in ``seeds`` (points): the ordering's interval
 
 
 # ---------------------------------------------------------------------- the rule
-def verdict(ours: float, paper: float, paper_std: float | None = None,
-            fedavg: tuple[float | None, float] | None = None) -> str:
-    """The verdict on one table cell, on its numbers as the table shows them (2 decimals).
+def verdict(ours, paper: float, paper_std: float | None = None, fedavg: tuple | None = None) -> str:
+    """The verdict on one table cell: ``ours`` is every seed's value (a number: one seed's).
 
-    - "reproduced" when |ours - paper| <= paper_std (0 when the paper gives none) + TOLERANCE;
+    - "reproduced" when |mean of ours - paper| <= paper_std (0 when the paper gives none) + TOLERANCE,
+      on the numbers as the table shows them (2 decimals);
     - else "ordering reproduced, values differ" when the method stands on the same side of FedAvg
-      (better, worse or level) in ours as in the paper; ``fedavg`` is (our FedAvg, the paper's
-      FedAvg) in the same column;
+      (better, worse or level) in ours as in the paper; ``fedavg`` is (our FedAvg's seeds, the
+      paper's FedAvg) in the same column. Our side is read from the seeds: the bootstrap interval of
+      our difference to FedAvg (:class:`fedlib.reporting.intervals.Difference`) lies wholly above or
+      below zero. Where it holds zero, or a side has one seed, the ordering is undecided (unless the
+      paper has the two level, which an interval holding zero agrees with);
     - else "not reproduced". FedAvg itself (``fedavg`` None) has no ordering to keep: outside the
       tolerance it is "not reproduced". Where our FedAvg is not run (``fedavg[0]`` None) the
       ordering cannot be checked, and the verdict says so.
 
     PKD's cells pass their Min (the worst class's accuracy).
     """
-    if abs(round(ours - paper, 2)) <= round((paper_std or 0.0) + TOLERANCE, 2):
+    if abs(round(seed_mean(ours) - paper, 2)) <= round((paper_std or 0.0) + TOLERANCE, 2):
         return REPRODUCED
     if fedavg is None:
         return NOT_REPRODUCED
     ours_fedavg, paper_fedavg = fedavg
     if ours_fedavg is None:
         return NO_BASELINE
-    return ORDERING if _side(ours, ours_fedavg) == _side(paper, paper_fedavg) else NOT_REPRODUCED
+    paper_side = _side(paper, paper_fedavg)
+    outcome = Difference.of(ours, ours_fedavg).outcome
+    ours_side = {BEATS: 1, TRAILS: -1}.get(outcome)
+    if ours_side is None:
+        return ORDERING if paper_side == 0 else ORDERING_UNDECIDED
+    return ORDERING if ours_side == paper_side else NOT_REPRODUCED
 
 
 def _side(value: float, fedavg: float) -> int:
@@ -130,10 +143,18 @@ def judge(cells: list[Cell]) -> None:
         if cell.ours is None:
             continue
         base = fedavg.get(cell.column)
-        pair = None if cell.method == BASELINE else (base.ours if base else None, base.paper if base else math.nan)
-        cell.verdict = verdict(cell.ours, cell.paper, cell.paper_std, pair)
+        pair = None if cell.method == BASELINE else (_seed_values(base) if base else None,
+                                                     base.paper if base else math.nan)
+        cell.verdict = verdict(_seed_values(cell), cell.paper, cell.paper_std, pair)
         if cell.verdict == NO_BASELINE and base is not None and base.diverged:
             cell.verdict = FEDAVG_DIVERGED
+
+
+def _seed_values(cell: Cell) -> tuple[float, ...] | float | None:
+    """A cell's values per seed for :func:`verdict` (its mean where they were not read; None: not run)."""
+    if cell.ours is None:
+        return None
+    return cell.values or cell.ours
 
 
 def diverged_verdict(cell: Cell) -> str:
@@ -223,7 +244,8 @@ def fedvls_cells() -> list[Cell]:
                    [100 * s["best_accuracy"] for s in kept], FEDVLS_NOTEBOOK, len(summaries) - len(kept))
         beta = parse_setting(row.setting)["beta"]
         cell = Cell(row.method, f"Dir({beta})", float(row.paper), _number(row.paper_std), ours, ours_std,
-                    tuple(s["seed"] for s in kept), tuple(s["seed"] for s in summaries if s.get("diverged")))
+                    tuple(s["seed"] for s in kept), tuple(s["seed"] for s in summaries if s.get("diverged")),
+                    values=tuple(100 * s["best_accuracy"] for s in kept))
         cell.paper_text = _mean_std(cell.paper, cell.paper_std)
         cell.ours_text = ours_text(cell, _mean_std(ours, ours_std))
         cells.append(cell)
@@ -337,7 +359,8 @@ def pkd_cells() -> list[Cell]:
         column = f"{display_name(dataset)}, {parse_setting(setting)['clients']} clients"
         cell = Cell(method, column, float(rows.at["min", "paper"]), _number(rows.at["min", "paper_std"]),
                     _number(rows.at["min", "ours"]), _number(rows.at["min", "ours_std"]),
-                    tuple(s["seed"] for s in kept), tuple(s["seed"] for s in summaries if s.get("diverged")))
+                    tuple(s["seed"] for s in kept), tuple(s["seed"] for s in summaries if s.get("diverged")),
+                    values=tuple(100 * min(s["class_accuracy"]) for s in kept))
         found = worst.get((method, dataset, setting))
         cell.paper_text = _class_text(rows["paper"], None, found.paper if found else None)
         numbers = _class_text(rows["ours"], cell.ours_std, found.ours if found else None)
@@ -407,7 +430,8 @@ def fedlmd_cells() -> list[Cell]:
                    [100 * s["best_accuracy"] for s in kept], FEDLMD_NOTEBOOK, len(summaries) - len(kept))
         column = f"{display_name(row.dataset)}, {_partition_text(row.setting)}"
         cell = Cell(row.method, column, _number(row.paper), _number(row.paper_std), ours, ours_std,
-                    tuple(s["seed"] for s in kept), tuple(s["seed"] for s in summaries if s.get("diverged")))
+                    tuple(s["seed"] for s in kept), tuple(s["seed"] for s in summaries if s.get("diverged")),
+                    values=tuple(100 * s["best_accuracy"] for s in kept))
         speed = speedups.get((row.method, row.dataset, row.setting))
         cell.paper_text = NOT_IN_PAPER if cell.paper is None else \
             _mean_std(cell.paper, cell.paper_std) + _speedup_text(speed.paper if speed else None)

@@ -27,9 +27,12 @@ def test_the_committed_readme_is_up_to_date(blocks):
     (97.0, 98.0, 0.2, (96.0, 97.0), fsr.REPRODUCED),  # within the paper's std + 1.5
     (96.3, 98.0, 0.2, (96.0, 97.0), fsr.REPRODUCED),  # 1.7 = 0.2 + 1.5: the edge counts
     (96.5, 98.0, None, (96.0, 97.0), fsr.REPRODUCED),  # no std: 1.5 alone
-    (96.49, 98.0, None, (99.0, 97.0), fsr.NOT_REPRODUCED),  # no std, 1.51 off, FedAvg order broken
-    (90.69, 95.59, 0.05, (95.58, 96.69), fsr.ORDERING),  # below FedAvg in both: ordering kept
-    (89.09, 95.56, 0.12, (95.30, 94.77), fsr.NOT_REPRODUCED),  # above FedAvg in the paper, below in ours
+    ((96.49, 96.4, 96.6), 98.0, None, ((99.0, 98.9, 99.1), 97.0), fsr.NOT_REPRODUCED),  # no std, 1.51 off, FedAvg order broken
+    ((90.69, 90.2, 91.1), 95.59, 0.05, ((95.58, 95.3, 95.9), 96.69), fsr.ORDERING),  # below FedAvg in both
+    ((89.09, 88.5, 89.6), 95.56, 0.12, ((95.30, 95.1, 95.5), 94.77), fsr.NOT_REPRODUCED),  # above in the paper only
+    ((95.16, 94.1, 96.2), 93.39, 0.21, ((95.37, 94.3, 96.4), 94.77), fsr.ORDERING_UNDECIDED),  # seeds overlap
+    (90.69, 95.59, 0.05, (95.58, 96.69), fsr.ORDERING_UNDECIDED),  # one seed a side: no interval
+    ((90.69, 91.0), 95.59, 0.05, ((90.8, 90.9), 95.59), fsr.ORDERING),  # level in the paper, undecided in ours
     (93.0, 96.0, 0.4, None, fsr.NOT_REPRODUCED),  # FedAvg itself, too far off
     (93.0, 96.0, 0.4, (None, 94.0), fsr.NO_BASELINE),  # our FedAvg not run: the ordering is unknown
 ])
