@@ -17,7 +17,9 @@ stacked backend's ``step_context`` argument. Data is a synthetic stand-in of the
 shape (the counts do not depend on pixel values). Neither count includes drawing and augmenting
 the batch: the augmentation of one batch (``--augmentations``, a preset of
 :data:`fedlib.datasets.augment.AUGMENTATIONS`, on a CIFAR-shaped 3x32x32 uint8 batch) is counted
-on lines of its own, once per batch of one client (a stack step augments one batch per client).
+on lines of its own, once per batch of one client; with ``--draw-clients N``, also one stacked
+step's draw of N clients' batches (indices, augmentation, normalisation, the stacked tensors),
+client by client (the former draw) and all at once (the stacked path's draw).
 A sync's origin (the innermost fedlib frame that asked) is listed with ``--where``.
 """
 
@@ -34,10 +36,10 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from fedlib.algorithms import method_class
 from fedlib.core import engine
-from fedlib.core.backends import stacked
-from fedlib.core.client_training import client_setup
+from fedlib.core.backends import stacked, stacked_batches
+from fedlib.core.client_training import client_setup, seeded_batches
 from fedlib.core.config import RunConfig
-from fedlib.core.state import sample_clients
+from fedlib.core.state import keyed_seed, sample_clients
 from fedlib.datasets.augment import augment_spec, prepare_batch
 
 # ops that make the host wait for the device: a value read back, or an output sized by the data
@@ -157,15 +159,59 @@ def augmentation_counts(name: str, batch_size: int = 32, steps: int = 3,
     return _per(counts, steps)
 
 
+def draw_config(name: str, clients: int = 8, batch_size: int = 32, steps: int = 3) -> RunConfig:
+    """CIFAR-shaped synthetic data under the preset ``name``, split evenly over ``clients`` clients
+    with ``steps`` + 1 full batches each at least."""
+    per_class = -(-clients * batch_size * (steps + 1) // 10)
+    options = {"image_shape": AUGMENTATION_SHAPE, "train_per_class": per_class, "test_per_class": 1}
+    return RunConfig(dataset="synthetic", dataset_options=options, model="cnn2", method="fedavg",
+                     partition="iid", clients=clients, rounds=1, batch_size=batch_size, augmentation=name,
+                     device="cpu", backend="stacked")
+
+
+def stacked_draw_counts(name: str, clients: int = 8, batch_size: int = 32, steps: int = 3,
+                        together: bool = True) -> OpCounts:
+    """Ops and syncs of drawing one stacked step's batches for ``clients`` clients under the preset
+    ``name`` (indices, augmentation's numbers, augmenting, normalising, the (clients, batch, ...)
+    tensors): all at once as the stacked path draws them (``together``), or client by client
+    (the reference it replaced); averaged over ``steps`` steps after one uncounted (which draws
+    the epoch's orders)."""
+    cfg = draw_config(name, clients, batch_size, steps)
+    server, _ = engine.prepare(cfg)
+    iterators = [seeded_batches(server.data.client(k), batch_size, 1, keyed_seed(cfg.seed, 0, k))
+                 for k in range(clients)]
+    draw = stacked_batches.draw_together if together else stacked_batches.draw_per_client
+    draw(iterators, clients)
+    counts = OpCounts()
+    for _ in range(steps):
+        with counts:
+            groups = draw(iterators, clients)
+        assert len(groups) == 1 and groups[0][1].shape[:2] == (clients, batch_size)
+    return _per(counts, steps)
+
+
+def _draw_lines(augmentations: tuple[str, ...], clients: int, steps: int) -> list[str]:
+    """One line per preset: ops and syncs of one stacked step's draw, client by client and at once."""
+    lines = ["", f"| augmentation (stack step's draw, {clients} clients x batch 32) | ops per client | ops at once "
+             "| syncs per client | syncs at once |", "|---|---:|---:|---:|---:|"]
+    for name in augmentations:
+        old = stacked_draw_counts(name, clients, steps=steps, together=False)
+        new = stacked_draw_counts(name, clients, steps=steps)
+        lines.append(f"| {name} | {old.total:.0f} | {new.total:.0f} | {sum(old.syncs.values()):.1f} "
+                     f"| {sum(new.syncs.values()):.1f} |")
+    return lines
+
+
 def _per(counts: OpCounts, steps: int) -> OpCounts:
     scale = lambda c: Counter({k: v / steps for k, v in c.items()})  # noqa: E731
     return OpCounts(scale(counts.ops), scale(counts.syncs), scale(counts.origins))
 
 
 def table(methods: list[str], models: list[str], steps: int = 3, with_stacked: bool = True,
-          where: bool = False, augmentations: tuple[str, ...] = ()) -> str:
+          where: bool = False, augmentations: tuple[str, ...] = (), draw_clients: int = 0) -> str:
     """The markdown table of ops and syncs per step, method x model (sequential, and stacked),
-    then one line per augmentation preset: ops and syncs of augmenting one client's batch."""
+    then one line per augmentation preset: ops and syncs of augmenting one client's batch, and
+    (``draw_clients`` > 0) of drawing one stacked step's batches of that many clients."""
     lines = ["| method | model | ops/step sequential | syncs/step sequential | ops/step stacked (whole stack) "
              "| syncs/step stacked |", "|---|---|---:|---:|---:|---:|"]
     notes = []
@@ -188,6 +234,8 @@ def table(methods: list[str], models: list[str], steps: int = 3, with_stacked: b
             lines.append(f"| {name} | {aug.total:.0f} | {sum(aug.syncs.values()):.1f} |")
             if where:
                 notes += [f"- {name}: {count:.1f} per batch from {origin}" for origin, count in aug.origins.most_common(5)]
+    if augmentations and draw_clients > 0:
+        lines += _draw_lines(augmentations, draw_clients, steps)
     return "\n".join(lines + ([""] + notes if notes else []))
 
 
@@ -200,11 +248,13 @@ def main(argv=None) -> None:
     parser.add_argument("--where", action="store_true", help="list where the host syncs come from")
     parser.add_argument("--augmentations", default="crop_flip,crop_flip_autoaugment",
                         help="augmentation presets counted per batch, comma-separated ('' for none)")
+    parser.add_argument("--draw-clients", type=int, default=0,
+                        help="also count one stacked step's draw of this many clients' batches per augmentation")
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
     augmentations = tuple(name for name in args.augmentations.split(",") if name)
     print(table(args.methods.split(","), args.models.split(","), args.steps, not args.no_stacked, args.where,
-                augmentations))
+                augmentations, args.draw_clients))
 
 
 if __name__ == "__main__":

@@ -22,7 +22,7 @@ from torch import Tensor, nn
 
 from fedlib.core.config import RunConfig
 from fedlib.core.models import build_model
-from fedlib.datasets.augment import AugmentSpec, prepare_batch
+from fedlib.datasets.augment import AugmentSpec, apply_augmentation, draw_augmentation, prepare_batch
 from fedlib.datasets.data import Dataset
 from fedlib.datasets.partition import Partition
 
@@ -82,6 +82,18 @@ class FederatedData:
         x = prepare_batch(x_uint8, self.dataset.mean, self.dataset.std, spec, generator)
         return x.contiguous(memory_format=self.memory_format) if x.dim() == 4 else x
 
+    def train_draws(self, count: int, generator: torch.Generator) -> dict[str, Tensor]:
+        """The random numbers with which ``normalise(x, generator, train=True)`` augments ``count``
+        training images, drawn from ``generator`` as it draws them (:func:`draw_augmentation`)."""
+        height, width = self.train_x.shape[-2:]
+        return draw_augmentation(self.augmentation, count, height, width, generator, self.device)
+
+    def augment_drawn(self, x_uint8: Tensor, draws: dict[str, Tensor]) -> Tensor:
+        """Training images augmented with ``draws`` (:meth:`train_draws`, or several clients'
+        concatenated) and normalised: what ``normalise(x, generator, train=True)`` gives."""
+        x = apply_augmentation(x_uint8, self.dataset.mean, self.dataset.std, self.augmentation, draws)
+        return x.contiguous(memory_format=self.memory_format) if x.dim() == 4 else x
+
     def test_batches(self, batch_size: int | None = None) -> Iterator[tuple[Tensor, Tensor]]:
         """The test set in batches of ``batch_size`` (default: :func:`eval_batch_size` of the device)."""
         batch_size = batch_size or eval_batch_size(self.device)
@@ -109,21 +121,42 @@ class ClientData:
             return self.num_samples // batch_size
         return math.ceil(self.num_samples / batch_size)
 
-    def train_batches(self, batch_size: int, epochs: int, generator: torch.Generator) -> Iterator[tuple[Tensor, Tensor]]:
+    def train_batches(self, batch_size: int, epochs: int, generator: torch.Generator) -> TrainBatches:
         """Shuffled, augmented mini-batches; the last batch of an epoch may be smaller (or is
         dropped with ``drop_last``)."""
+        return TrainBatches(self, self.batch_indices(batch_size, epochs, generator), generator)
+
+    def batch_indices(self, batch_size: int, epochs: int, generator: torch.Generator) -> Iterator[Tensor]:
+        """The training-set indices of each mini-batch: each epoch's order is drawn from
+        ``generator`` when its first batch is asked for."""
         for _ in range(epochs):
             order = self.indices[torch.randperm(self.num_samples, generator=generator, device=generator.device)]
             for start in range(0, self.steps_per_epoch(batch_size) * batch_size, batch_size):
-                idx = order[start:start + batch_size]
-                x = self.data.normalise(self.data.train_x[idx], generator, train=True)
-                yield x, self.data.train_y[idx]
+                yield order[start:start + batch_size]
 
     def eval_batches(self, batch_size: int = 500) -> Iterator[tuple[Tensor, Tensor]]:
         """The local data in a fixed order, normalised but not augmented."""
         for start in range(0, self.num_samples, batch_size):
             idx = self.indices[start:start + batch_size]
             yield self.data.normalise(self.data.train_x[idx]), self.data.train_y[idx]
+
+
+class TrainBatches:
+    """A client's training batches, an iterator of (x, y): each batch's indices, then its
+    augmentation's random numbers, drawn from one generator. Its parts are open so that the
+    stacked path can draw many clients' batches at once with the same numbers
+    (:mod:`fedlib.core.backends.stacked_batches`)."""
+
+    def __init__(self, client: ClientData, indices: Iterator[Tensor], generator: torch.Generator):
+        self.client, self.indices, self.generator = client, indices, generator
+
+    def __iter__(self) -> TrainBatches:
+        return self
+
+    def __next__(self) -> tuple[Tensor, Tensor]:
+        idx = next(self.indices)
+        data = self.client.data
+        return data.normalise(data.train_x[idx], self.generator, train=True), data.train_y[idx]
 
 
 # ====================================================================== server state

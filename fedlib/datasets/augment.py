@@ -2,7 +2,9 @@
 
 There is no DataLoader and no PIL in the training loop: the engine indexes a uint8 batch that
 already lives on the device and calls :func:`prepare_batch`. Every random choice is drawn per
-sample from the given ``torch.Generator``, so one seed always yields the same batch.
+sample from the given ``torch.Generator``, so one seed always yields the same batch. The drawing
+(:func:`draw_augmentation`) is apart from the applying (:func:`apply_augmentation`), so several
+batches' numbers, each from its own generator, can augment their concatenated images in one pass.
 
 Order, as in the papers' transform pipelines: random crop with zero (or reflect) padding ->
 horizontal flip -> AutoAugment (uint8) -> scale to [0, 1] and normalise -> Cutout. Cutout comes
@@ -117,16 +119,47 @@ def prepare_batch(
         raise FedlibError(
             f"prepare_batch expects a uint8 (B, C, H, W) batch, "
             f"got {x_uint8.dtype} {tuple(x_uint8.shape)}")
+    n, _, height, width = x_uint8.shape
+    draws = draw_augmentation(spec, n, height, width, generator, x_uint8.device)
+    return apply_augmentation(x_uint8, mean, std, spec, draws)
+
+
+def draw_augmentation(spec: AugmentSpec | None, n: int, height: int, width: int,
+                      generator: torch.Generator | None, device) -> dict[str, torch.Tensor]:
+    """Every random number :func:`prepare_batch` uses on ``n`` samples of ``height`` x ``width``,
+    drawn from ``generator`` in its order: crop offsets (n, 2), flip uniforms (n,), AutoAugment
+    uniforms (n, 5), Cutout centre rows (n, 1) then columns (n, 1). Each value is one sample's,
+    so the draws of several batches concatenated (``torch.cat`` per key) augment their
+    concatenated images exactly as each batch alone (:func:`apply_augmentation`)."""
+    draws: dict[str, torch.Tensor] = {}
+    if spec is None:
+        return draws
+    if spec.crop_padding > 0:
+        draws["crop"] = _randint(2 * spec.crop_padding + 1, (n, 2), generator, device)
+    if spec.hflip:
+        draws["flip"] = _uniform((n,), generator, device)
+    if spec.autoaugment:
+        draws["autoaugment"] = _uniform((n, 5), generator, device)
+    if spec.cutout > 0:
+        draws["cutout_y"] = _randint(height, (n, 1), generator, device)
+        draws["cutout_x"] = _randint(width, (n, 1), generator, device)
+    return draws
+
+
+def apply_augmentation(x_uint8: torch.Tensor, mean: tuple[float, ...], std: tuple[float, ...],
+                       spec: AugmentSpec | None, draws: dict[str, torch.Tensor]) -> torch.Tensor:
+    """Augment and normalise a uint8 batch with the random numbers of :func:`draw_augmentation`
+    (no randomness drawn here): every operation acts on each sample with its own numbers only."""
     images = x_uint8
     if spec is not None and spec.crop_padding > 0:
-        images = random_crop(images, spec.crop_padding, generator, spec.padding_mode)
+        images = crop_at(images, spec.crop_padding, draws["crop"], spec.padding_mode)
     if spec is not None and spec.hflip:
-        images = random_hflip(images, generator)
+        images = flip_where(images, draws["flip"])
     if spec is not None and spec.autoaugment:
-        images = autoaugment_cifar10(images, generator)
+        images = apply_policy(images, draws["autoaugment"])
     batch = normalize(images, mean, std)
     if spec is not None and spec.cutout > 0:
-        batch = cutout(batch, spec.cutout, generator)
+        batch = cutout_at(batch, spec.cutout, draws["cutout_y"], draws["cutout_x"])
     return batch
 
 
@@ -170,9 +203,14 @@ def random_crop(
 ) -> torch.Tensor:
     """RandomCrop(size, padding): pad once (zeros, or a mirror image for ``padding_mode="reflect"``),
     then cut each sample at its own offset."""
+    offsets = _randint(2 * padding + 1, (images.shape[0], 2), generator, images.device)
+    return crop_at(images, padding, offsets, padding_mode)
+
+
+def crop_at(images: torch.Tensor, padding: int, offsets: torch.Tensor, padding_mode: str = "constant") -> torch.Tensor:
+    """Pad once, then cut each sample at its own (row, column) offset ``offsets`` (n, 2)."""
     n, _, height, width = images.shape
     padded = pad_images(images, padding, padding_mode)
-    offsets = _randint(2 * padding + 1, (n, 2), generator, images.device)
     rows = offsets[:, :1] + torch.arange(height, device=images.device)  # (n, H)
     cols = offsets[:, 1:] + torch.arange(width, device=images.device)  # (n, W)
     batch = torch.arange(n, device=images.device)[:, None, None]
@@ -205,8 +243,12 @@ def _reflected_indices(size: int, padding: int, device) -> torch.Tensor:
 
 def random_hflip(images: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:
     """Mirror each sample left-right with probability 1/2."""
-    flip = _uniform((images.shape[0],), generator, images.device) < 0.5
-    return torch.where(flip[:, None, None, None], images.flip(-1), images)
+    return flip_where(images, _uniform((images.shape[0],), generator, images.device))
+
+
+def flip_where(images: torch.Tensor, uniforms: torch.Tensor) -> torch.Tensor:
+    """Mirror left-right the samples whose uniform (n,) is below 1/2."""
+    return torch.where((uniforms < 0.5)[:, None, None, None], images.flip(-1), images)
 
 
 def cutout(batch: torch.Tensor, size: int, generator: torch.Generator | None = None) -> torch.Tensor:
@@ -214,6 +256,12 @@ def cutout(batch: torch.Tensor, size: int, generator: torch.Generator | None = N
     n, _, height, width = batch.shape
     centre_y = _randint(height, (n, 1), generator, batch.device)
     centre_x = _randint(width, (n, 1), generator, batch.device)
+    return cutout_at(batch, size, centre_y, centre_x)
+
+
+def cutout_at(batch: torch.Tensor, size: int, centre_y: torch.Tensor, centre_x: torch.Tensor) -> torch.Tensor:
+    """Zero a ``size`` square around each sample's centre (rows and columns (n, 1)), clipped at edges."""
+    _, _, height, width = batch.shape
     rows = torch.arange(height, device=batch.device)
     cols = torch.arange(width, device=batch.device)
     in_rows = (rows >= centre_y - size // 2) & (rows < centre_y + size // 2)  # (n, H)

@@ -46,3 +46,13 @@ def test_augmenting_a_batch_is_counted_on_its_own_line():
                            augmentations=("crop_flip", "crop_flip_autoaugment"))
     assert f"| crop_flip | {crop_flip.total:.0f} | 0.0 |" in table
     assert f"| crop_flip_autoaugment | {autoaugment.total:.0f} | 0.0 |" in table
+
+
+def test_a_stacked_steps_draw_is_counted_per_client_and_at_once():
+    """The stacked path draws a step's batches of all clients at once: fewer ops than one
+    client at a time, the same tensors (tests/unit/core/test_stacked_batches.py), no sync."""
+    per_client = op_count.stacked_draw_counts("crop_flip", clients=2, steps=1, together=False)
+    together = op_count.stacked_draw_counts("crop_flip", clients=2, steps=1)
+    assert 10 < together.total < per_client.total
+    assert sum(per_client.syncs.values()) == 0 and sum(together.syncs.values()) == 0
+    assert "randperm" not in together.ops  # the counted step begins no epoch

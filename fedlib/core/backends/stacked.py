@@ -8,7 +8,8 @@ Nesterov and weight decay is elementwise, so applying torch.optim.SGD's rule to 
 tensors gives each client the update it would get alone.
 
 What each client keeps apart: parameters, momentum, BatchNorm running statistics, its data
-order and augmentation (the same keyed generators as the sequential path, so the same batches),
+order and augmentation (the same keyed generators as the sequential path, so the same batches,
+drawn for all clients at once: :mod:`fedlib.core.backends.stacked_batches`),
 its class counts and the per-client tensors and numbers of its context (stacked). Teachers that
 all clients share (the received global model, FedCSD's moving average, PKD's experts) run once
 on the concatenated batch outside vmap; one with BatchNorm in train mode, whose batch statistics
@@ -51,6 +52,7 @@ from torch.func import functional_call, vmap
 from torch.utils._pytree import tree_flatten, tree_map, tree_unflatten
 
 from fedlib.algorithms.base import Algorithm, ClientContext, ClientUpdate, Observer, Outputs, autocast, notify
+from fedlib.core.backends.stacked_batches import draw_batches
 from fedlib.core.backends.vmap_batchnorm import (batchnorm_in_float32, teacher_loop_reason, teacher_per_client,
                                                   teacher_under_vmap)
 from fedlib.core.client_training import client_setup, train_client
@@ -406,18 +408,14 @@ StepContext = Callable[[], AbstractContextManager]
 def _tick(stack: ClientStack, iterators: list, active: int, first: bool,
           step_context: StepContext | None = None) -> None:
     """One step of the first ``active`` clients, grouped by batch size (their batches, augmented,
-    are drawn before ``step_context`` opens)."""
-    batches = [next(iterators[i]) for i in range(active)]
-    sizes = [len(y) for _, y in batches]
+    are drawn at once per size (:func:`draw_batches`) before ``step_context`` opens)."""
+    groups = draw_batches(iterators, active)
     with step_context() if step_context is not None else nullcontext():
-        for size in sorted(set(sizes), reverse=True):
-            members = [i for i in range(active) if sizes[i] == size]
+        for members, x, y in groups:
             if members == list(range(len(members))):
                 selection: slice | Tensor = slice(0, len(members))
             else:
-                selection = torch.tensor(members, device=batches[0][1].device)
-            x = torch.stack([batches[i][0] for i in members])
-            y = torch.stack([batches[i][1] for i in members])
+                selection = torch.tensor(members, device=y.device)
             stack.step(selection, x, y, first)
 
 
