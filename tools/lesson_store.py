@@ -35,11 +35,13 @@ from fedlib.core import store  # noqa: E402
 from fedlib.core.store.record import MODEL_READS_ENV  # noqa: E402
 from fedlib.errors import FedlibError  # noqa: E402
 from fedlib.paper.reproduce import find_notebooks, load_profiles  # noqa: E402
+from fedlib.reporting import retrain_time  # noqa: E402
 from tools.park_run import git_commit  # noqa: E402  (one git-commit helper for the tools that commit runs)
 
 PROFILE = "lesson"
 MODEL_READS = "model_reads.txt"  # in the scratch store: the runs whose final models the notebook read
 TIMES = ROOT / "notebooks" / "lesson_times.json"
+MACHINE = ROOT / retrain_time.MACHINE_FILE  # the speed check of the machine the times were measured on
 
 
 def reference_store() -> Path:
@@ -125,13 +127,27 @@ def record_time(stem: str, seconds: float, trained: int) -> None:
     TIMES.write_text(json.dumps(dict(sorted(times.items())), indent=1) + "\n")
 
 
-def record_standalone(stem: str, seconds: float, trained: int, threads: int | None, load: str) -> None:
-    """Write the notebook's standalone time (every run trained) into its ``notebooks/lesson_times.json`` entry."""
+def record_standalone(stem: str, seconds: float, trained: int, threads: int | None, load: str,
+                      rate: float | None = None) -> None:
+    """Write the notebook's standalone time (every run trained) into its ``notebooks/lesson_times.json`` entry,
+    with ``rate``, the speed check measured just before (:func:`fedlib.reporting.retrain_time.machine_rate`)."""
     times = json.loads(TIMES.read_text()) if TIMES.exists() else {}
     entry = times.setdefault(stem, {})
     entry["standalone"] = {"seconds": round(seconds), "runs_trained": trained, "threads": threads,
                            "cores": os.cpu_count(), "date": datetime.date.today().isoformat(), "load": load}
+    if rate is not None:
+        entry["standalone"]["check_rate"] = round(rate, 1)
     TIMES.write_text(json.dumps(dict(sorted(times.items())), indent=1) + "\n")
+
+
+def calibrate(load: str) -> float:
+    """Write this machine's :func:`fedlib.reporting.retrain_time.machine_rate` (the best of five: the
+    least disturbed) into ``notebooks/lesson_machine.json``, with the date, cores and ``load``."""
+    rate = max(retrain_time.machine_rate() for _ in range(5))
+    MACHINE.write_text(json.dumps({"steps_per_second": round(rate, 1), "check": retrain_time.machine_rate.__doc__
+                                   .split(":")[0].strip(), "cores": os.cpu_count(),
+                                   "date": datetime.date.today().isoformat(), "load": load}, indent=1) + "\n")
+    return rate
 
 
 def trained_runs(scratch: Path) -> int:
@@ -183,11 +199,18 @@ def main(argv=None) -> int:
                         help="time each notebook with the reference store off (every run trains); publish nothing")
     parser.add_argument("--load", default="",
                         help="with --standalone: what else ran on the machine meanwhile, recorded with the time")
+    parser.add_argument("--calibrate", action="store_true",
+                        help="only measure this machine's speed check (best of 5) into notebooks/lesson_machine.json: "
+                             "the rate the lessons scale their stored retrain times by; run it where --standalone ran")
     parser.add_argument("--write-course", action="store_true",
                         help="only set the lesson column of notebooks/README.md from notebooks/lesson_times.json")
     args = parser.parse_args(argv)
     if args.write_course:
         write_course()
+        return 0
+    if args.calibrate:
+        rate = calibrate(args.load)
+        print(f"speed check: {rate:.1f} steps/s (best of 5) -> {MACHINE.relative_to(ROOT)}")
         return 0
     revision = store.code_revision()
     if not args.standalone and not store.is_clean_revision(revision):
@@ -198,9 +221,10 @@ def main(argv=None) -> int:
         shutil.rmtree(scratch, ignore_errors=True)
         scratch.mkdir(parents=True)
         if args.standalone:
+            rate = max(retrain_time.machine_rate() for _ in range(3))  # the machine as the time is taken
             seconds = execute(notebook, scratch, False, args.threads, standalone=True)
             trained = trained_runs(scratch)
-            record_standalone(notebook.stem, seconds, trained, args.threads, args.load)
+            record_standalone(notebook.stem, seconds, trained, args.threads, args.load, rate)
             write_course()
             print(f"{notebook.stem}: {seconds:.0f} s standalone, {trained} runs trained", flush=True)
             if args.commit:

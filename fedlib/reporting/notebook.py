@@ -51,6 +51,7 @@ from fedlib.errors import FedlibError, explain, one_of
 from fedlib.folders import check_environment, user_folder
 from fedlib.reporting.edited_runs import EditedProfile, profile_edits
 from fedlib.reporting.edited_runs import plain as _plain
+from fedlib.reporting import retrain_time
 from fedlib.reporting.parameters import check_parameters
 from fedlib.yaml_input import load_yaml
 
@@ -355,7 +356,14 @@ def apply_profile(stem: str, namespace: dict) -> dict:
     fetching = download_on_first_use(resolved)
     if fetching:
         print(fetching)
+    if resolved.get("profile") == RETRAIN_PROFILE:
+        estimate = retrain_time.retrain_line(root, stem)
+        if estimate:
+            print(estimate)
     return resolved
+
+
+RETRAIN_PROFILE = "lesson"  # the profile whose stored retrain times are scaled to this machine and printed
 
 
 DOWNLOADING_PROFILES = ("lesson",)  # a teaching machine with internet needs no data folder for these
