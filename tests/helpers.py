@@ -8,8 +8,8 @@ from pathlib import Path
 
 import torch
 
-from fedlib import engine
-from fedlib.config import RunConfig
+from fedlib.core import engine
+from fedlib.core.config import RunConfig
 
 # A run that trains in seconds on the CPU: synthetic data, an MLP, four Dir(0.5) clients, three rounds.
 TINY_RUN = dict(dataset="synthetic", model="mlp", partition="dirichlet", beta=0.5, clients=4, rounds=3,
@@ -63,8 +63,8 @@ ROOT = Path(__file__).resolve().parents[1]
 def notebook_parameters(stem: str, profile: str, tmp_path: Path) -> dict:
     """The parameters notebook ``stem`` runs with under ``profile``, as ``reproduce.sh`` passes them
     (stores and output folders under ``tmp_path``)."""
-    from fedlib import plan
-    from fedlib.reproduce import build_overrides, load_profiles
+    from fedlib.paper import plan
+    from fedlib.paper.reproduce import build_overrides, load_profiles
 
     overrides = build_overrides(profile, "cpu", None, tmp_path / "results", tmp_path / "figures", tmp_path / "tables")
     passed = {**load_profiles(ROOT / "profiles", stem)[profile], **overrides}
@@ -73,7 +73,7 @@ def notebook_parameters(stem: str, profile: str, tmp_path: Path) -> dict:
 
 def declared(stem: str, profile: str, tmp_path: Path) -> list[RunConfig]:
     """The runs notebook ``stem`` declares under ``profile`` (its grid function's)."""
-    from fedlib import plan
+    from fedlib.paper import plan
 
     return plan.declared_configs(ROOT / "notebooks" / f"{stem}.ipynb", notebook_parameters(stem, profile, tmp_path))
 

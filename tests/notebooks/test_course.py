@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from fedlib.notebook import cell_defaults
+from fedlib.reporting.notebook import cell_defaults
 from tools import try_it
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -82,9 +82,9 @@ BUILT = sorted(lesson_times())
 @pytest.mark.parametrize("stem", BUILT)
 def test_a_built_lesson_says_what_it_shows_and_trains_nothing_on_a_fresh_clone(stem, tmp_path):
     from fedlib.core import store
-    from fedlib.notebook import load_profiles, profile_note
     from fedlib.paper.plan import declared_configs
-    from fedlib.reproduce import build_overrides
+    from fedlib.paper.reproduce import build_overrides
+    from fedlib.reporting.notebook import load_profiles, profile_note
 
     assert profile_note(ROOT / "profiles", stem, "lesson"), f"profiles/{stem}.yaml: the lesson says what it shows"
     overrides = build_overrides("lesson", "cpu", None, tmp_path / "results", tmp_path / "f", tmp_path / "t")

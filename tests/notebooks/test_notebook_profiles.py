@@ -1,4 +1,4 @@
-"""A notebook applies its own profile (fedlib.notebook): papermill, JupyterLab and reproduce.sh
+"""A notebook applies its own profile (fedlib.reporting.notebook): papermill, JupyterLab and reproduce.sh
 resolve the same parameters; passed values win; folders resolve against the repository; runs that
 are not published write nothing git tracks."""
 
@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 
 from fedlib.errors import FedlibError
-from fedlib.notebook import (DEFAULTS_KEY, REPO_ROOT, apply_profile, cell_defaults, check_unpublished, describe,
-                             edited_names, load_profiles, parse_value, profile_note, resolve_parameters,
-                             shipped_defaults)
+from fedlib.reporting.notebook import (DEFAULTS_KEY, REPO_ROOT, apply_profile, cell_defaults, check_unpublished,
+                                       describe, edited_names, load_profiles, parse_value, profile_note,
+                                       resolve_parameters, shipped_defaults)
+from fedlib.paper.reproduce import parse_parameters, run_notebooks
 from fedlib.paper.reproduce.selection import select_notebooks
-from fedlib.reproduce import parse_parameters, run_notebooks
 
 NOTEBOOKS = sorted((REPO_ROOT / "notebooks").glob("*.ipynb"))
 each_notebook = pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
@@ -158,13 +158,13 @@ def test_committed_folders_need_publishing(monkeypatch):
 
 
 def test_outside_a_kernel_the_caller_sets_every_parameter(tmp_path, monkeypatch):
-    """fedlib.plan executes the cells in a plain dict with every parameter set: apply_profile then
+    """fedlib.paper.plan executes the cells in a plain dict with every parameter set: apply_profile then
     applies no profile (it cannot tell passed values from defaults) and only resolves folders; what
     differs from the profile is an edit, as anywhere."""
     monkeypatch.chdir(tmp_path)
     cell = cell_defaults(REPO_ROOT / "notebooks" / "getting_started.ipynb")
     quick = load_profiles(REPO_ROOT / "profiles", "getting_started")["quick"]
-    namespace = {**cell, **quick, "profile": "quick"}  # as fedlib.plan gives it: the profile's values set
+    namespace = {**cell, **quick, "profile": "quick"}  # as fedlib.paper.plan gives it: the profile's values set
     apply_profile("getting_started", namespace)
     assert namespace["dataset"] == quick["dataset"] and type(namespace["profile"]) is str
     assert namespace["figures_dir"] == str(REPO_ROOT / "output" / "quick" / "figures")
@@ -251,7 +251,7 @@ def test_the_parameters_cell_is_the_smoke_profile(path: Path):
 # ---------------------------------------------------------------- executed
 APPLY_AND_DUMP = """\
 import json
-from fedlib.notebook import apply_profile
+from fedlib.reporting.notebook import apply_profile
 apply_profile("fig1_probe", globals())
 names = ["profile", "scale", "seeds", "results_dir", "figures_dir", "tables_dir"]
 with open(dump_to, "w") as handle:
@@ -413,7 +413,7 @@ def test_in_a_kernel_warnings_name_no_source_path_and_frames_print_three_decimal
 
     import pandas as pd
 
-    from fedlib import notebook
+    from fedlib.reporting import notebook
 
     monkeypatch.setattr(warnings, "formatwarning", warnings.formatwarning)  # restored after the test
     notebook._short_warnings(None), notebook._readable_numbers(None)  # outside a kernel: nothing changes

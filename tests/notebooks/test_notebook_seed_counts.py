@@ -11,9 +11,10 @@ from types import SimpleNamespace
 
 import pandas as pd
 
-from fedlib import experiments, tables
-from fedlib.config import RunConfig
-from fedlib.engine import RunResult
+from fedlib.core.config import RunConfig
+from fedlib.core.engine import RunResult
+from fedlib.orchestration import experiments
+from fedlib.reporting import tables
 
 NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
 BASE = RunConfig(dataset="digits", model="mlp", clients=2, rounds=2, device="cpu")

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from fedlib.paper.reproduce import declared_parameters, run_notebooks
 from fedlib.reporting.notebook import PROSE_KEYS
-from fedlib.reproduce import declared_parameters, run_notebooks
 from tools.strip_notebooks import has_outputs
 from tools.strip_notebooks import main as strip_main
 from tests.helpers import load_notebook

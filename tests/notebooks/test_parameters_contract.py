@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from fedlib.errors import FedlibError
-from fedlib.notebook import REPO_ROOT, apply_profile, load_profiles
-from fedlib.parameters import check_parameters
-from fedlib.plan import notebook_parameters
+from fedlib.paper.plan import notebook_parameters
+from fedlib.reporting.notebook import REPO_ROOT, apply_profile, load_profiles
+from fedlib.reporting.parameters import check_parameters
 
 PARAMETERS = """\
 profile = "smoke"
@@ -113,7 +113,7 @@ def test_reproduce_declares_runs_only_from_parameters_of_the_declared_kinds():
 
 
 def test_every_committed_profile_passes_the_contract():
-    from fedlib.notebook import cell_defaults
+    from fedlib.reporting.notebook import cell_defaults
 
     for notebook in sorted((REPO_ROOT / "notebooks").glob("*.ipynb")):
         declared = cell_defaults(notebook)
@@ -134,7 +134,7 @@ def test_papermill_stops_with_one_line(tmp_path, profiles, parameters, says):
     notebook = nbformat.v4.new_notebook()
     notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     notebook.cells = [nbformat.v4.new_code_cell(PARAMETERS, metadata={"tags": ["parameters"]}),
-                      nbformat.v4.new_code_cell('from fedlib.notebook import apply_profile\n'
+                      nbformat.v4.new_code_cell('from fedlib.reporting.notebook import apply_profile\n'
                                                 'apply_profile("probe", globals())')]
     nbformat.write(notebook, repo / "notebooks" / "probe.ipynb")
     with pytest.raises(papermill.PapermillExecutionError) as error:

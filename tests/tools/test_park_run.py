@@ -5,7 +5,7 @@ import shutil
 
 import torch
 
-from fedlib import engine, store
+from fedlib.core import engine, store
 from tests.helpers import tiny_config
 from tools import park_run
 

@@ -5,7 +5,7 @@ import json
 
 import torch
 
-from fedlib import engine, store
+from fedlib.core import engine, store
 from tests.helpers import tiny_config
 from tools import verify_reference
 

@@ -5,8 +5,7 @@ by floor because the methods sit between the core's floors). A module may import
 through any other module, only modules of its own floor or below. Every import counts: at the top
 of a module, inside functions and under ``if TYPE_CHECKING``. ``import fedlib.a.b`` and
 ``from fedlib.a import b`` are edges to the module ``fedlib.a.b`` only (Python runs the package
-``fedlib.a`` on the way, but that is no dependency). Inside fedlib, no module names an old flat
-path (``fedlib.engine``): those are aliases for code outside it (tests/unit/test_old_paths.py).
+``fedlib.a`` on the way, but that is no dependency).
 """
 
 from __future__ import annotations
@@ -161,43 +160,28 @@ def floor_of(graph: dict[str, set[str]]) -> dict[str, int]:
     return floors
 
 
-def old_paths_named(source: str, module: str, is_package: bool) -> set[str]:
-    """The old flat paths (``fedlib.MOVED``) that ``source`` imports or names as a whole string."""
-    package = module if is_package else module.rpartition(".")[0]
-    named = set()
-    for node in ast.walk(ast.parse(source)):
-        if isinstance(node, ast.Import):
-            named.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom):
-            base = import_base(node, package)
-            named.add(base)
-            if base == "fedlib":  # from fedlib import engine
-                named.update(f"{base}.{alias.name}" for alias in node.names)
-        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
-            named.add(node.value)
-    return {name for name in named if fedlib.new_name(name)}
-
-
 # ---------------------------------------------------------------------- the scan itself
 def test_the_scan_counts_deferred_and_type_checking_imports():
     source = '''
 from typing import TYPE_CHECKING
 import fedlib.algorithms.pkd
-from fedlib import store
+from fedlib.core import store
 from fedlib.algorithms import register, fedlmd
-from fedlib.config import RunConfig
-from . import data
+from fedlib.core.config import RunConfig
+from . import listing
 if TYPE_CHECKING:
-    from fedlib.state import ServerState
+    from fedlib.core.state import ServerState
 def later():
-    from fedlib.engine import run
-    import fedlib.threaded as threads
+    from fedlib.core.engine import run
+    import fedlib.core.backends.threaded as threads
 '''
-    known = {"fedlib", "fedlib.algorithms", "fedlib.algorithms.pkd", "fedlib.algorithms.fedlmd", "fedlib.config",
-             "fedlib.data", "fedlib.engine", "fedlib.state", "fedlib.store", "fedlib.threaded", "fedlib.cli"}
-    found = imports_of(source, "fedlib.cli", False, known)
-    assert found == {"fedlib.algorithms.pkd", "fedlib.store", "fedlib.algorithms", "fedlib.algorithms.fedlmd",
-                     "fedlib.config", "fedlib.data", "fedlib.state", "fedlib.engine", "fedlib.threaded"}
+    known = {"fedlib", "fedlib.core", "fedlib.algorithms", "fedlib.algorithms.pkd", "fedlib.algorithms.fedlmd",
+             "fedlib.core.config", "fedlib.commands.listing", "fedlib.core.engine", "fedlib.core.state",
+             "fedlib.core.store", "fedlib.core.backends.threaded", "fedlib.commands.cli"}
+    found = imports_of(source, "fedlib.commands.cli", False, known)
+    assert found == {"fedlib.algorithms.pkd", "fedlib.core.store", "fedlib.algorithms", "fedlib.algorithms.fedlmd",
+                     "fedlib.core.config", "fedlib.commands.listing", "fedlib.core.state", "fedlib.core.engine",
+                     "fedlib.core.backends.threaded"}
 
 
 def test_find_cycle_names_the_loop():
@@ -259,26 +243,6 @@ def test_methods_and_backends_never_reach_the_engine():
     for module in methods + backends + ["fedlib.core.state", "fedlib.core.client_training"]:
         assert not reachable(graph, module) & above, module
     assert not reachable(graph, "fedlib.algorithms") & set(methods), "the registry loads methods by name only"
-
-
-def test_the_old_path_scan_finds_imports_and_names():
-    source = """
-import fedlib.engine
-from fedlib import store, errors
-from fedlib.grids.pkd import grid
-from fedlib.core import config
-x = "fedlib.data"
-y = "fedlib.datasets.data"
-"""
-    assert old_paths_named(source, "fedlib.x.y", False) == {"fedlib.engine", "fedlib.store", "fedlib.grids.pkd",
-                                                           "fedlib.data"}
-
-
-def test_no_fedlib_module_names_an_old_path():
-    named = {m: old_paths_named(path.read_text(encoding="utf-8"), m, path.name == "__init__.py")
-             for m, path in package_modules().items() if m != "fedlib"}  # fedlib/__init__.py holds the table
-    found = {m: sorted(names) for m, names in named.items() if names}
-    assert not found, f"import the new paths (fedlib.MOVED) inside fedlib: {found}"
 
 
 # ---------------------------------------------------------------------- module size

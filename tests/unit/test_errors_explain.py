@@ -7,8 +7,8 @@ import pytest
 import torch
 import yaml
 
-from fedlib import notebook
 from fedlib.errors import FedlibError, explain
+from fedlib.reporting import notebook
 
 
 def raised(action) -> BaseException:
@@ -64,7 +64,7 @@ def test_a_notebook_cell_shows_known_errors_in_one_line_and_others_in_full():
 def test_the_cli_leaves_the_warning_format_as_it_found_it():
     import warnings
 
-    from fedlib import cli
+    from fedlib.commands import cli
 
     before = warnings.formatwarning
     cli.main(["methods"])

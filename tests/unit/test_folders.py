@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from fedlib import cli, store
-from fedlib.config import RunConfig
+from fedlib.commands import cli
+from fedlib.core import store
+from fedlib.core.config import RunConfig
 from fedlib.core.engine import recorded_source
 from fedlib.datasets import data
 from fedlib.errors import FedlibError

@@ -1,11 +1,17 @@
-"""The flat paths of earlier releases (``fedlib.engine``, ``from fedlib import store``) still work,
-for one release: each is the very module at its new path, so notebooks, users' scripts, pickles
-and monkeypatching reach the same object (``fedlib.MOVED`` is the table)."""
+"""No module has two names (issue 46): the flat paths of earlier releases (a module straight under
+``fedlib``) no longer import, and nothing in the repository names one as a module path any more.
+
+FORMER below is the table the import hook held, kept only here, so that a former name cannot come
+back as a module, and so that a test, tool, notebook, script or page that still types one fails
+here rather than for a user.
+"""
 
 from __future__ import annotations
 
 import importlib
-import pickle
+import json
+import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -16,55 +22,115 @@ import fedlib
 
 ROOT = Path(__file__).resolve().parents[2]
 
-
-@pytest.mark.parametrize("old", sorted(fedlib.MOVED))
-def test_each_old_path_is_the_module_at_its_new_path(old):
-    new = fedlib.MOVED[old]
-    assert importlib.import_module(old) is importlib.import_module(new)
-    assert sys.modules[old] is sys.modules[new]
-    assert sys.modules[new].__name__ == new  # it ran once, under its new name
-
-
-def test_a_moved_package_takes_its_submodules():
-    import fedlib.grids.pkd
-    import fedlib.paper.grids.pkd
-
-    assert fedlib.grids.pkd is fedlib.paper.grids.pkd
-    assert fedlib.new_name("fedlib.grids.base") == "fedlib.paper.grids.base"
-    assert fedlib.new_name("fedlib.core.engine") is None and fedlib.new_name("fedlib.algorithms.pkd") is None
-
-
-def test_from_fedlib_import_gives_the_new_modules():
-    from fedlib import data, engine, store
-    from fedlib.core import engine as new_engine
-    from fedlib.core import store as new_store
-    from fedlib.datasets import data as new_data
-
-    assert (engine, store, data) == (new_engine, new_store, new_data)
-
-
-def test_monkeypatching_an_old_path_patches_the_new_one(monkeypatch):
-    import fedlib.core.engine
-    import fedlib.engine
-
-    monkeypatch.setattr(fedlib.engine, "choose_backend", "patched")
-    assert fedlib.core.engine.choose_backend == "patched"
-    monkeypatch.setattr("fedlib.store.REFERENCE_RESULTS", Path("elsewhere"))
-    assert fedlib.core.store.REFERENCE_RESULTS == Path("elsewhere")
+# A former flat path -> the module that holds its code now.
+FORMER = {
+    "fedlib.data": "fedlib.datasets.data", "fedlib.data_check": "fedlib.datasets.data_check",
+    "fedlib.partition": "fedlib.datasets.partition", "fedlib.augment": "fedlib.datasets.augment",
+    "fedlib.metrics": "fedlib.measures.metrics", "fedlib.weak_classes": "fedlib.measures.weak_classes",
+    "fedlib.models": "fedlib.core.models", "fedlib.determinism": "fedlib.core.determinism",
+    "fedlib.config": "fedlib.core.config", "fedlib.state": "fedlib.core.state",
+    "fedlib.client_training": "fedlib.core.client_training", "fedlib.backend_choice": "fedlib.core.backend_choice",
+    "fedlib.threaded": "fedlib.core.backends.threaded", "fedlib.stacked": "fedlib.core.backends.stacked",
+    "fedlib.store": "fedlib.core.store", "fedlib.engine": "fedlib.core.engine",
+    "fedlib.class_gap": "fedlib.analysis.class_gap", "fedlib.drift": "fedlib.analysis.drift",
+    "fedlib.local_update": "fedlib.analysis.local_update", "fedlib.pkd_readings": "fedlib.analysis.pkd_readings",
+    "fedlib.prediction_stats": "fedlib.analysis.prediction_stats",
+    "fedlib.experiments": "fedlib.orchestration.experiments", "fedlib.executor": "fedlib.orchestration.executor",
+    "fedlib.resources": "fedlib.orchestration.resources", "fedlib.timing": "fedlib.orchestration.timing",
+    "fedlib.dry_run": "fedlib.orchestration.dry_run", "fedlib.partition_check": "fedlib.orchestration.partition_check",
+    "fedlib.notebook": "fedlib.reporting.notebook", "fedlib.parameters": "fedlib.reporting.parameters",
+    "fedlib.paper_numbers": "fedlib.reporting.paper_numbers", "fedlib.plots": "fedlib.reporting.plots",
+    "fedlib.tables": "fedlib.reporting.tables", "fedlib.report": "fedlib.reporting.report",
+    "fedlib.grids": "fedlib.paper.grids", "fedlib.plan": "fedlib.paper.plan",
+    "fedlib.reproduce": "fedlib.paper.reproduce",
+    "fedlib.cli": "fedlib.commands.cli", "fedlib.listing": "fedlib.commands.listing",
+    "fedlib.export": "fedlib.commands.export",
+}
 
 
-def test_a_class_pickled_under_an_old_path_loads():
-    from fedlib.core.config import RunConfig
+# ---------------------------------------------------------------------- nothing imports
+@pytest.mark.parametrize("old", sorted(FORMER))
+def test_a_former_path_does_not_import(old):
+    importlib.import_module(FORMER[old])  # the new path does, and importing it makes no alias
+    with pytest.raises(ModuleNotFoundError):
+        importlib.import_module(old)
+    assert old not in sys.modules
+    assert not hasattr(fedlib, old.rpartition(".")[2])  # nor ``from fedlib import engine``
 
-    stored = pickle.dumps(RunConfig, protocol=0)  # GLOBAL opcode: the module path as text
-    assert b"fedlib.core.config" in stored
-    assert pickle.loads(stored.replace(b"fedlib.core.config", b"fedlib.config")) is RunConfig
+
+def test_a_former_package_takes_no_submodule_with_it():
+    import fedlib.paper.grids.pkd  # noqa: F401
+
+    with pytest.raises(ModuleNotFoundError):
+        importlib.import_module("fedlib.grids.pkd")
 
 
-def test_import_fedlib_stays_light_and_python_m_runs_an_old_path():
+def test_import_fedlib_stays_light_and_python_m_refuses_a_former_path():
     code = "import sys, fedlib; print(sorted(m for m in sys.modules if m.startswith('fedlib')))"
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert done.stdout.strip() == "['fedlib', 'fedlib.errors']", done.stderr
     done = subprocess.run([sys.executable, "-m", "fedlib.reproduce", "--help"], cwd=ROOT, capture_output=True,
                           text=True, timeout=120)
-    assert done.returncode == 0 and "usage:" in done.stdout, done.stderr
+    assert done.returncode != 0 and "No module named" in done.stderr, done.stdout
+
+
+# ---------------------------------------------------------------------- nothing names one
+SKIPPED_FOLDERS = {".git", ".venv", "venv", "node_modules", "__pycache__", ".ipynb_checkpoints", ".pytest_cache",
+                   ".carry", "output", "reference_results", "results", "parked", "figures", "tables"}
+SCANNED = {".py", ".ipynb", ".sh", ".md", ".yml", ".yaml", ".toml", ".json"}
+LEAVES = sorted((old.partition(".")[2] for old in FORMER), key=len, reverse=True)
+# a whole dotted name (fedlib.data, fedlib.data.x), never part of a longer one (fedlib.datasets.data,
+# fedlib.data_root, myfedlib.data); this file, which holds FORMER, is not scanned
+DOTTED = re.compile(r"(?<![\w.])fedlib\.(" + "|".join(LEAVES) + r")(?!\w)")
+FROM_FEDLIB = re.compile(r"\bfrom\s+fedlib\s+import\s+\(?\s*((?:\w+(?:\s+as\s+\w+)?\s*,\s*)*\w+(?:\s+as\s+\w+)?)")
+
+
+def former_names_in(text: str) -> list[str]:
+    """The former paths that ``text`` names: as a dotted name, or as ``from fedlib import name``."""
+    found = [f"fedlib.{m.group(1)}" for m in DOTTED.finditer(text)]
+    for m in FROM_FEDLIB.finditer(text):
+        names = [item.split()[0] for item in m.group(1).split(",")]
+        found += [f"fedlib.{name}" for name in names if f"fedlib.{name}" in FORMER]
+    return found
+
+
+def scanned_text(path: Path) -> str:
+    """What a reader runs or reads of ``path``: a notebook's code and Markdown cells, not its outputs."""
+    text = path.read_text(encoding="utf-8", errors="replace")
+    if path.suffix != ".ipynb":
+        return text
+    cells = json.loads(text).get("cells", [])
+    return "\n".join("".join(cell.get("source", "")) for cell in cells if cell.get("cell_type") in ("code", "markdown"))
+
+
+def scanned_files(root: Path = ROOT):
+    for folder, subfolders, files in os.walk(root):
+        subfolders[:] = sorted(s for s in subfolders if s not in SKIPPED_FOLDERS)
+        for name in sorted(files):
+            path = Path(folder, name)
+            if path.suffix in SCANNED and path != Path(__file__).resolve():
+                yield path
+
+
+def test_the_scan_finds_whole_dotted_names_and_from_fedlib_imports():
+    sample = "\n".join([
+        "import fedlib.engine", "x = 'fedlib.grids.pkd'", "python -m fedlib.reproduce --list",
+        "from fedlib import errors, store as s, data", "from fedlib import (\n    errors,\n    plots,\n)",
+    ])
+    assert former_names_in(sample) == ["fedlib.engine", "fedlib.grids", "fedlib.reproduce", "fedlib.store",
+                                       "fedlib.data", "fedlib.plots"]
+    clean = "\n".join([
+        "import fedlib.core.engine", "fedlib.datasets.data.data_root", "fedlib.datasets.data_check",
+        "from fedlib import errors", "from fedlib.core import engine, store", "fedlib.data_root", "myfedlib.data",
+        "fedlib.paper.grids.pkd", "fedlib.reporting.tables",
+    ])
+    assert former_names_in(clean) == []
+
+
+def test_no_file_names_a_former_path():
+    found = {}
+    for path in scanned_files():
+        names = former_names_in(scanned_text(path))
+        if names:
+            found[str(path.relative_to(ROOT))] = sorted({f"{n} (now {FORMER[n]})" for n in names})
+    assert not found, f"these still name a former module path: {found}"

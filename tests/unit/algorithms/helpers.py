@@ -9,8 +9,8 @@ import torch
 from torch import nn
 
 from fedlib.algorithms.base import ClientContext, ClientUpdate
-from fedlib.config import RunConfig
-from fedlib.models import FedModel
+from fedlib.core.config import RunConfig
+from fedlib.core.models import FedModel
 from tests.helpers import tiny_config
 
 

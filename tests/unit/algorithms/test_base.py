@@ -8,7 +8,7 @@ from torch import nn
 
 from fedlib.algorithms import method_class, method_names
 from fedlib.algorithms.base import COUNT, POSITIVE, UNIT_INTERVAL, Range, weighted_average
-from fedlib.config import RunConfig
+from fedlib.core.config import RunConfig
 from fedlib.errors import FedlibError
 
 

@@ -9,13 +9,13 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from fedlib import engine
 from fedlib.algorithms import build_algorithm, fedcsd
 from fedlib.algorithms.base import run_teachers
-from fedlib.client_training import client_setup
-from fedlib.config import RunConfig
+from fedlib.core import engine
+from fedlib.core.client_training import client_setup
+from fedlib.core.config import RunConfig
+from fedlib.core.state import keyed_seed, sample_clients
 from fedlib.errors import FedlibError
-from fedlib.state import keyed_seed, sample_clients
 from tests.unit.algorithms.helpers import log_softmax, t, tempered_kl
 
 E = math.e

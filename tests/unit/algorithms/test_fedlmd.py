@@ -13,9 +13,9 @@ import pytest
 import torch
 from torch.func import vmap
 
-from fedlib import engine
 from fedlib.algorithms import fedlmd, fedlmd_tf
-from fedlib.config import RunConfig
+from fedlib.core import engine
+from fedlib.core.config import RunConfig
 from fedlib.errors import FedlibError
 from tests.unit.algorithms.helpers import LMD_COUNTS, ce, log_softmax, softmax, t
 

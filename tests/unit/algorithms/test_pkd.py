@@ -8,9 +8,9 @@ import torch
 
 from fedlib.algorithms import build_algorithm
 from fedlib.algorithms.pkd import expert_assignment, group_kl, partial_kd_loss, train_expert
-from fedlib.config import RunConfig
+from fedlib.core.config import RunConfig
 from fedlib.errors import FedlibError
-from fedlib.weak_classes import discover_groups
+from fedlib.measures.weak_classes import discover_groups
 from tests.unit.algorithms.helpers import kl, softmax
 from tests.helpers import planted_confusion, tiny_config
 
@@ -113,7 +113,7 @@ def pkd_config(**method_args) -> RunConfig:
 
 
 def test_expert_training_on_group_samples_only():
-    from fedlib import engine
+    from fedlib.core import engine
 
     server, _ = engine.prepare(pkd_config())
     before = server.model.state_dict()["classifier.weight"].clone()
@@ -127,8 +127,8 @@ def test_expert_training_on_group_samples_only():
 
 
 def test_the_experts_are_trained_in_begin_round_before_any_client_and_only_there():
-    from fedlib import engine
     from fedlib.algorithms.base import ClientContext
+    from fedlib.core import engine
 
     server, algorithm = engine.prepare(pkd_config(groups=[[1, 3]]))
     server.round = 0  # the warm-up: nothing to prepare
@@ -166,7 +166,7 @@ def test_pkd_begin_round_runs_the_other_parts_begin_round():
 
 
 def test_pkd_runs_end_to_end_with_explicit_groups():
-    from fedlib import engine
+    from fedlib.core import engine
 
     result = engine.run(pkd_config(groups=[[1, 3], [3, 5, 7]]), use_store=False, progress=False)
     warmup, pkd = result.rounds
@@ -183,8 +183,8 @@ def test_pkd_runs_end_to_end_with_explicit_groups():
 def test_pkd_runs_end_to_end_with_discovered_groups_and_resumes_from_extras():
     import io
 
-    from fedlib import engine
     from fedlib.algorithms.base import ClientContext
+    from fedlib.core import engine
 
     cfg = pkd_config(confusion_ratio=0.9, distance_quantile=1.0, max_groups=1)
     server, algorithm = engine.prepare(cfg)
@@ -234,7 +234,7 @@ def test_partial_kd_normalisations_divide_by_batch_or_fired_count():
 
 
 def test_the_normalise_argument_keeps_stored_hashes_at_its_default():
-    from fedlib.config import RunConfig
+    from fedlib.core.config import RunConfig
 
     base = RunConfig(dataset="synthetic", model="mlp", method="pkd", rounds=21)  # past the 20-round warm-up
     assert "normalise" not in base.hashed_fields()["method_args"]

@@ -1,4 +1,4 @@
-"""fedlib.drift: the FedCSD Fig. 1 drift study and single local updates (the feature_kd method is
+"""fedlib.analysis.drift: the FedCSD Fig. 1 drift study and single local updates (the feature_kd method is
 tested in tests/unit/algorithms/test_feature_kd.py)."""
 
 from __future__ import annotations
@@ -6,9 +6,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from fedlib import drift, engine
-from fedlib.client_training import train_client
-from fedlib.config import RunConfig
+from fedlib.analysis import drift
+from fedlib.core import engine
+from fedlib.core.client_training import train_client
+from fedlib.core.config import RunConfig
 from fedlib.errors import FedlibError
 
 TINY = dict(dataset="synthetic", model="mlp", clients=2, rounds=1, batch_size=25, lr=0.05,

@@ -1,4 +1,4 @@
-"""fedlib.local_update: class roles, the telling client, and one local update from a global model."""
+"""fedlib.analysis.local_update: class roles, the telling client, and one local update from a global model."""
 
 import dataclasses
 
@@ -7,11 +7,11 @@ import pytest
 import torch
 
 from fedlib.analysis import local_update as local_update_module
-from fedlib.config import RunConfig
+from fedlib.analysis.local_update import LocalUpdateResult, accuracy_by_role, class_roles, local_update, telling_client
 from fedlib.core import store
-from fedlib.engine import evaluate, prepare, run_round
+from fedlib.core.config import RunConfig
+from fedlib.core.engine import evaluate, prepare, run_round
 from fedlib.errors import FedlibError
-from fedlib.local_update import LocalUpdateResult, accuracy_by_role, class_roles, local_update, telling_client
 
 BASE = RunConfig(dataset="digits", model="mlp", partition="dirichlet", beta=0.1, clients=4, rounds=2,
                  local_epochs=1, batch_size=32, lr=0.05, device="cpu")

@@ -4,8 +4,8 @@ shorter run gives, which is what lets the notebook read Table 1's 300-round runs
 
 import pytest
 
-from fedlib import engine
-from fedlib.grids import pkd
+from fedlib.core import engine
+from fedlib.paper.grids import pkd
 from tests.helpers import notebook_parameters, tiny_config
 
 
@@ -44,7 +44,7 @@ def test_a_longer_run_starts_with_the_rounds_of_a_shorter_one(method_args):
 import math  # noqa: E402
 from types import SimpleNamespace  # noqa: E402
 
-from fedlib import pkd_readings  # noqa: E402
+from fedlib.analysis import pkd_readings  # noqa: E402
 from fedlib.errors import FedlibError  # noqa: E402
 
 

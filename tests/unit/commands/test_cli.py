@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from fedlib import cli, engine, export, listing
-from fedlib.config import RunConfig
+from fedlib.commands import cli, export, listing
+from fedlib.core import engine
+from fedlib.core.config import RunConfig
 from fedlib.errors import FedlibError
 from tests.helpers import quiet_run, tiny_config
 
@@ -79,9 +80,10 @@ def help_text(argv, capsys, monkeypatch) -> str:
 
 
 def test_run_help_lists_every_valid_name(capsys, monkeypatch):
-    from fedlib import data, models, partition
     from fedlib.algorithms import method_names
-    from fedlib.augment import AUGMENTATIONS
+    from fedlib.core import models
+    from fedlib.datasets import data, partition
+    from fedlib.datasets.augment import AUGMENTATIONS
 
     words = set(re.split(r"[\s,;()]+", help_text(["run"], capsys, monkeypatch)))
     for names in (data.DATASETS, models.MODELS, partition.PARTITIONS, AUGMENTATIONS, method_names(), data.SPLITS):

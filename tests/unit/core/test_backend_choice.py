@@ -5,9 +5,9 @@ import json
 
 import pytest
 
-from fedlib import engine
-from fedlib.backend_choice import TABLE_PATH, choose_backend, verified_paths
-from fedlib.config import BACKENDS
+from fedlib.core import engine
+from fedlib.core.backend_choice import TABLE_PATH, choose_backend, verified_paths
+from fedlib.core.config import BACKENDS
 from tests.helpers import tiny_config
 
 TABLE = {"devices": {"cuda": {

@@ -25,10 +25,11 @@ import warnings
 
 import pytest
 
-from fedlib import engine, stacked
 from fedlib.algorithms import method_names
-from fedlib.backend_choice import verified_paths
-from fedlib.config import RunConfig
+from fedlib.core import engine
+from fedlib.core.backend_choice import verified_paths
+from fedlib.core.backends import stacked
+from fedlib.core.config import RunConfig
 
 # arguments that make a method's own machinery run within two rounds
 ARGS = {

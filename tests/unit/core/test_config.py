@@ -3,7 +3,7 @@ tests/unit/algorithms/test_registry.py)."""
 
 import pytest
 
-from fedlib.config import RunConfig
+from fedlib.core.config import RunConfig
 from fedlib.errors import FedlibError
 from tests.helpers import tiny_config
 
@@ -82,7 +82,7 @@ def test_explicit_defaults_and_omitted_arguments_hash_alike():
 
 
 def test_dataset_options_reach_the_loader_and_enter_the_hash_only_when_given():
-    from fedlib.engine import load_run_dataset
+    from fedlib.core.engine import load_run_dataset
 
     plain = RunConfig(dataset="digits", model="mlp")
     assert "dataset_options" not in plain.hashed_fields(), "stored runs keep their hashes"

@@ -3,8 +3,8 @@ refused when the config is made, and config-level bad input as one line."""
 
 import pytest
 
-from fedlib import cli
-from fedlib.config import RunConfig
+from fedlib.commands import cli
+from fedlib.core.config import RunConfig
 from fedlib.errors import FedlibError
 from tests.helpers import tiny_config
 

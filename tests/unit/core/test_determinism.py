@@ -6,8 +6,9 @@ import json
 import pytest
 import torch
 
-from fedlib import cli, determinism, engine
-from fedlib.config import RunConfig
+from fedlib.commands import cli
+from fedlib.core import determinism, engine
+from fedlib.core.config import RunConfig
 from fedlib.errors import FedlibError
 from tests.helpers import quiet_run, tiny_config
 

@@ -7,7 +7,8 @@ import warnings
 
 import pytest
 
-from fedlib import cli, engine, store
+from fedlib.commands import cli
+from fedlib.core import engine, store
 from fedlib.errors import FedlibError
 from tests.helpers import quiet_run, tiny_config
 

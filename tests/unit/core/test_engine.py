@@ -6,8 +6,8 @@ import pytest
 import torch
 from torch import nn
 
-from fedlib import engine, store
-from fedlib.client_training import train_client
+from fedlib.core import engine, store
+from fedlib.core.client_training import train_client
 from tests.helpers import tiny_config
 
 

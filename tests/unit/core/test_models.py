@@ -1,4 +1,4 @@
-"""Tests for fedlib.models: shapes, parameter counts against published numbers, the
+"""Tests for fedlib.core.models: shapes, parameter counts against published numbers, the
 functional_call contract the engine relies on, and the one-line errors."""
 
 import copy
@@ -8,7 +8,7 @@ import torch
 from torch.func import functional_call, grad
 
 from fedlib.errors import FedlibError
-from fedlib.models import (MOBILENETV2_STAGES, MODELS, FedModel, build_model, count_parameters,
+from fedlib.core.models import (MOBILENETV2_STAGES, MODELS, FedModel, build_model, count_parameters,
                            replace_classifier)
 
 CONTRACT_MODELS = ("mlp", "lenet5", "simple_cnn", "cnn2", "convnet_s", "vgg9", "resnet8", "resnet32",

@@ -8,9 +8,11 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from fedlib import engine, executor, listing, store
+from fedlib.commands import listing
+from fedlib.core import engine, store
 from fedlib.core.store import provenance
 from fedlib.errors import FedlibError
+from fedlib.orchestration import executor
 from tests.helpers import quiet_run, tiny_config
 
 CLEAN_START, CLEAN_LATER = "a" * 40, "b" * 40

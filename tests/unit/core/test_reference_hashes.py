@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from fedlib.config import RunConfig
+from fedlib.core.config import RunConfig
 
 ROOT = Path(__file__).resolve().parents[3]
 RUNS = sorted(p.parent for p in (ROOT / "reference_results").glob("*/config.json"))

@@ -12,10 +12,11 @@ import warnings
 import pytest
 import torch
 
-from fedlib import engine, stacked
-from fedlib.config import RunConfig
+from fedlib.core import engine
+from fedlib.core.backends import stacked
+from fedlib.core.config import RunConfig
+from fedlib.core.state import build_run_model, sample_clients
 from fedlib.errors import FedlibError
-from fedlib.state import build_run_model, sample_clients
 from tests.helpers import tiny_config
 
 ATOL = 1e-5

@@ -1,6 +1,6 @@
-"""fedlib.state: the keyed randomness of a run."""
+"""fedlib.core.state: the keyed randomness of a run."""
 
-from fedlib.state import sample_clients
+from fedlib.core.state import sample_clients
 
 
 def test_client_sampling_is_keyed_by_seed_and_round():

@@ -1,4 +1,4 @@
-"""fedlib.store, the results store.
+"""fedlib.core.store, the results store.
 
 Its disk use is bounded: per-client state is written one file per client and only when it changed,
 a kill never leaves two checkpoints or a corrupt one, and a finished run keeps its final model,
@@ -22,15 +22,18 @@ import pandas as pd
 import pytest
 import torch
 
-from fedlib import cli, engine, experiments, store, tables
-from fedlib.config import RunConfig
+from fedlib.commands import cli
+from fedlib.core import engine, store
+from fedlib.core.config import RunConfig
+from fedlib.core.state import sample_clients
+from fedlib.core.store import provenance
 from fedlib.core.store import claim as store_claim
 from fedlib.core.store import files as store_files
-from fedlib.core.store import provenance
 from fedlib.core.store import publishing as store_publishing
 from fedlib.errors import FedlibError
-from fedlib.experiments import results_frame
-from fedlib.state import sample_clients
+from fedlib.orchestration import experiments
+from fedlib.orchestration.experiments import results_frame
+from fedlib.reporting import tables
 from tests.helpers import quiet_run, tiny_config
 
 REPO = Path(__file__).resolve().parents[3]
@@ -174,8 +177,8 @@ def test_an_exception_while_checkpointing_leaves_the_previous_checkpoint(tmp_pat
 DIE_ON_SECOND_COMMIT = textwrap.dedent("""
     import json, os, sys, warnings
     from pathlib import Path
-    from fedlib import engine
-    from fedlib.config import RunConfig
+    from fedlib.core import engine
+    from fedlib.core.config import RunConfig
     from fedlib.core.store import files as store_files
     real_replace, commits = os.replace, []
 
@@ -227,7 +230,7 @@ def test_a_run_killed_after_dropping_its_checkpoint_finishes_from_its_final_stat
 
 # ---------------------------------------------------------------------- consumers of a finished run
 def test_a_finished_run_still_serves_its_model_and_local_updates(tmp_path):
-    from fedlib import drift
+    from fedlib.analysis import drift
 
     cfg = tiny_config(EIGHT_CLIENTS, method="scaffold")
     result = quiet_run(cfg, tmp_path)
@@ -331,7 +334,7 @@ def test_a_lost_metrics_log_restarts_the_run_instead_of_completing_it_with_holes
 # ---------------------------------------------------------------------- one writer per run folder
 HOLDER = textwrap.dedent("""
     import sys, time
-    from fedlib import store
+    from fedlib.core import store
     with store.RunRecord(sys.argv[1]).claim():
         print("claimed", flush=True)
         time.sleep(120)

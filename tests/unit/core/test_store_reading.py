@@ -7,7 +7,8 @@ import shutil
 
 import pytest
 
-from fedlib import cli, listing, store
+from fedlib.commands import cli, listing
+from fedlib.core import store
 from fedlib.errors import FedlibError
 from tests.helpers import quiet_run, tiny_config
 
@@ -160,7 +161,7 @@ def test_bad_command_lines_are_one_line(tmp_path, capsys, monkeypatch, argv, say
     (["--results", ""], "--results '' names no folder"),
 ])
 def test_reproduce_refuses_bad_counts_and_empty_folders_in_one_line(capsys, argv, says):
-    from fedlib import reproduce
+    from fedlib.paper import reproduce
 
     assert reproduce.main(["--only", "getting_started", *argv]) == 2
     err = capsys.readouterr().err

@@ -10,8 +10,9 @@ import warnings
 import pytest
 import torch
 
-from fedlib import engine, stacked, threaded
-from fedlib.client_training import fit_client
+from fedlib.core import engine
+from fedlib.core.backends import stacked, threaded
+from fedlib.core.client_training import fit_client
 from tests.helpers import one_round, tiny_config
 
 PKD_ARGS = {"warmup_rounds": 0, "expert_rounds": 1, "groups": [[0, 1], [2, 3, 4]]}

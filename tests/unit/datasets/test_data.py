@@ -1,4 +1,4 @@
-"""Tests of fedlib.data (datasets, layouts, cache, subsets) and fedlib.augment."""
+"""Tests of fedlib.datasets.data (datasets, layouts, cache, subsets) and fedlib.datasets.augment."""
 
 import json
 import os
@@ -10,13 +10,12 @@ import pytest
 import torch
 from PIL import Image
 
-from fedlib import data
-from fedlib.datasets import loaders
-from fedlib.augment import (
+from fedlib.datasets import data, loaders
+from fedlib.datasets.augment import (
     AUGMENTATIONS, CIFAR10_POLICY, AugmentSpec, augment_spec, autoaugment_cifar10,
     default_augmentation, normalize, op_magnitude, prepare_batch,
 )
-from fedlib.data import Dataset, load_dataset, make_synthetic
+from fedlib.datasets.data import Dataset, load_dataset, make_synthetic
 from fedlib.errors import FedlibError
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
@@ -536,7 +535,7 @@ def test_reflect_crop_cuts_windows_of_the_mirrored_image():
 
 
 def test_reflect_padding_equals_torch_on_uint8_and_rejects_too_much():
-    from fedlib.augment import pad_images
+    from fedlib.datasets.augment import pad_images
 
     batch = torch.randint(0, 256, (3, 3, 32, 32), generator=torch.Generator().manual_seed(2), dtype=torch.uint8)
     expected = torch.nn.functional.pad(batch.float(), (4, 4, 4, 4), mode="reflect").to(torch.uint8)
@@ -644,7 +643,7 @@ def test_real_cifar10_jpeg():
 
 
 def test_holdout_split_tests_on_a_stratified_tenth_of_the_training_set():
-    from fedlib.data import apply_split, load_dataset
+    from fedlib.datasets.data import apply_split, load_dataset
 
     data = load_dataset("digits")
     held = apply_split(data, "holdout_10", seed=0)

@@ -14,11 +14,11 @@ import numpy as np
 import pytest
 import torch
 
-from fedlib import engine
-from fedlib.config import RunConfig
-from fedlib.data import SPLITS, Dataset, apply_split, check_dataset_options, make_synthetic
+from fedlib.core import engine
+from fedlib.core.config import RunConfig
+from fedlib.datasets.data import SPLITS, Dataset, apply_split, check_dataset_options, make_synthetic
+from fedlib.datasets.partition import make_partition, official_quantity_sizes, quantity_holders
 from fedlib.errors import FedlibError
-from fedlib.partition import make_partition, official_quantity_sizes, quantity_holders
 
 
 class ScriptedRng:

@@ -1,4 +1,4 @@
-"""Tests for fedlib.partition: invariants of every scheme, paper layouts, errors, plots."""
+"""Tests for fedlib.datasets.partition: invariants of every scheme, paper layouts, errors, plots."""
 
 import time
 
@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from fedlib.errors import FedlibError
-from fedlib.partition import (PARTITIONS, Partition, make_partition, plot_partition,
+from fedlib.datasets.partition import (PARTITIONS, Partition, make_partition, plot_partition,
                               quantity_holders)
 
 matplotlib.use("Agg")

@@ -8,8 +8,10 @@ import pytest
 import torch
 from torch import nn
 
-from fedlib import experiments, metrics, plots, report
-from fedlib.config import RunConfig
+from fedlib.core.config import RunConfig
+from fedlib.measures import metrics
+from fedlib.orchestration import experiments
+from fedlib.reporting import plots, report
 
 
 def hand_predictions() -> metrics.Predictions:

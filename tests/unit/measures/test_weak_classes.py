@@ -1,4 +1,4 @@
-"""fedlib.weak_classes: PKD's weak-class discovery on a planted confusion matrix, the distance
+"""fedlib.measures.weak_classes: PKD's weak-class discovery on a planted confusion matrix, the distance
 filter, the class statistics by hand, and the check of explicit groups."""
 
 import math
@@ -8,7 +8,7 @@ import torch
 from torch import nn
 
 from fedlib.errors import FedlibError
-from fedlib.weak_classes import (check_groups, class_statistics, discover_groups, feature_distances,
+from fedlib.measures.weak_classes import (check_groups, class_statistics, discover_groups, feature_distances,
                                  misclassification_probabilities, weak_pairs)
 from tests.helpers import planted_confusion
 

@@ -1,12 +1,13 @@
-"""fedlib.dry_run: one round of each config on a slice of its data (a stand-in where it is missing)."""
+"""fedlib.orchestration.dry_run: one round of each config on a slice of its data (a stand-in where it is missing)."""
 
 import numpy as np
 import pytest
 import torch
 
-from fedlib import data, dry_run
-from fedlib.config import RunConfig, hash_with_unread_settings
+from fedlib.core.config import RunConfig, hash_with_unread_settings
+from fedlib.datasets import data
 from fedlib.errors import FedlibError
+from fedlib.orchestration import dry_run
 
 
 def sample(data_dir: str) -> dict[str, tuple[RunConfig, list[str]]]:
@@ -177,7 +178,7 @@ def test_rows_written_under_an_older_config_hash_are_not_run_again(tmp_path, mon
 
 
 def test_every_declared_partition_is_drawn_over_the_full_training_set(tmp_path):
-    from fedlib import partition_check
+    from fedlib.orchestration import partition_check
 
     digits = RunConfig(dataset="digits", model="mlp", partition="dirichlet", beta=0.05, clients=10, rounds=1)
     configs = {cfg.hash(): (cfg, ["nb"]) for cfg in [
@@ -199,7 +200,7 @@ def test_every_declared_partition_is_drawn_over_the_full_training_set(tmp_path):
 
 
 def test_settings_a_scheme_does_not_read_do_not_make_another_draw(tmp_path):
-    from fedlib import partition_check
+    from fedlib.orchestration import partition_check
 
     iid = RunConfig(dataset="digits", model="mlp", partition="iid", clients=5, rounds=1)
     configs = {cfg.hash(): (cfg, ["nb"]) for cfg in [iid, iid.replace(beta=0.1, method="fedprox"),
@@ -220,8 +221,8 @@ def test_a_worker_whose_parent_is_gone_leaves_without_a_traceback():
 
 
 def test_the_dry_run_takes_the_cheapest_models_first():
-    from fedlib.config import RunConfig
-    from fedlib.dry_run import cheapest_first, forward_flops
+    from fedlib.core.config import RunConfig
+    from fedlib.orchestration.dry_run import cheapest_first, forward_flops
 
     heavy = RunConfig(dataset="cifar10", model="mobilenetv2", method="fedavg")
     light = RunConfig(dataset="mnist", model="mlp", method="fedavg")
@@ -232,7 +233,7 @@ def test_the_dry_run_takes_the_cheapest_models_first():
 
 
 def test_a_model_that_cannot_be_built_for_its_data_is_ranked_last_not_fatal():
-    from fedlib.dry_run import cheapest_first
+    from fedlib.orchestration.dry_run import cheapest_first
 
     light = RunConfig(dataset="mnist", model="mlp", method="fedavg")
     unbuildable = RunConfig(dataset="synthetic", model="lenet5", method="fedavg",

@@ -18,11 +18,12 @@ import warnings
 import pytest
 import torch
 
-from fedlib import executor, experiments, reproduce, store
-from fedlib.orchestration import pools
-from fedlib.config import RunConfig
+from fedlib.core import store
+from fedlib.core.config import RunConfig
 from fedlib.errors import FedlibError
-from fedlib.executor import execute
+from fedlib.orchestration import executor, experiments, pools
+from fedlib.orchestration.executor import execute
+from fedlib.paper import reproduce
 from tests.helpers import tiny_config
 
 TIMING_KEYS = ("seconds", "train_seconds")
@@ -186,7 +187,7 @@ def _claim(cfg: RunConfig, root, **holder) -> None:
 
 def _partial(cfg: RunConfig, root, rounds: int, torch_threads) -> None:
     """``rounds`` rounds checkpointed, as a worker killed then would leave them."""
-    from fedlib import engine
+    from fedlib.core import engine
 
     torch_threads(1)
     engine.run(cfg, results_dir=root, progress=False, stop_after=rounds)
@@ -340,7 +341,7 @@ SWEEP = ["sweep", "--dataset", "digits", "--model", "mlp", "--clients", "4", "--
 
 
 def test_fedlib_sweep_trains_every_combination_once(tmp_path, capsys):
-    from fedlib import cli
+    from fedlib.commands import cli
 
     argv = SWEEP + ["--results", str(tmp_path), "--method", "fedprox", "--grid", "seed=0,1",
                     "--grid", "method-arg=mu=0.01,mu=0.1", "--json"]
@@ -353,7 +354,7 @@ def test_fedlib_sweep_trains_every_combination_once(tmp_path, capsys):
 
 
 def test_fedlib_sweep_refuses_a_bad_grid_in_one_line(tmp_path, capsys):
-    from fedlib import cli
+    from fedlib.commands import cli
 
     for grid in ("seed", "seeds=0,1", "seed=zero,one", "drop-last=1,2"):
         assert cli.main(SWEEP + ["--results", str(tmp_path), "--grid", grid]) == 2

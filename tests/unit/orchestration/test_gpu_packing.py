@@ -3,8 +3,7 @@ many on a card as fit 90 % of it; the arithmetic runs on the CPU (no GPU, no wor
 
 import pytest
 
-from fedlib import resources
-from fedlib.orchestration import pools
+from fedlib.orchestration import pools, resources
 from tests.helpers import tiny_config
 
 GIB = 1 << 30

@@ -2,8 +2,8 @@
 
 import pandas as pd
 
-from fedlib import dry_run
-from fedlib.config import RunConfig
+from fedlib.core.config import RunConfig
+from fedlib.orchestration import dry_run
 from tools import snapshot_dry_run
 
 

@@ -1,4 +1,4 @@
-"""fedlib.grids: each table notebook's grid is one function, called by the notebook and by the planner."""
+"""fedlib.paper.grids: each table notebook's grid is one function, called by the notebook and by the planner."""
 
 import ast
 import json
@@ -6,12 +6,12 @@ from pathlib import Path
 
 import pytest
 
-from fedlib import grids, plan
-from fedlib.config import RunConfig
+from fedlib.core.config import RunConfig
 from fedlib.errors import FedlibError
-from fedlib.grids import fedlmd, method_grid, run_config
-from fedlib.grids.base import distinct
-from fedlib.reproduce import build_overrides, load_profiles
+from fedlib.paper import grids, plan
+from fedlib.paper.grids import fedlmd, method_grid, run_config
+from fedlib.paper.grids.base import distinct
+from fedlib.paper.reproduce import build_overrides, load_profiles
 
 ROOT = Path(__file__).resolve().parents[3]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
@@ -103,7 +103,7 @@ def test_paper_profile_pkd_runs_use_the_pilots_loss_normalisation(stem, tmp_path
 
 @pytest.mark.parametrize("stem", sorted(grids.HOOK_TRAINED))
 def test_the_executor_leaves_hook_trained_runs_to_their_notebook_but_the_plan_counts_them(stem, tmp_path):
-    from fedlib.reproduce import notebook_runs
+    from fedlib.paper.reproduce import notebook_runs
 
     overrides = build_overrides("smoke", "cpu", None, tmp_path / "r", tmp_path / "f", tmp_path / "t")
     parameters = {**load_profiles(ROOT / "profiles", stem)["smoke"], **overrides}

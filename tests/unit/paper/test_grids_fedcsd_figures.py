@@ -1,8 +1,8 @@
-"""The grids of the FedCSD figure notebooks (fedlib.grids.fedcsd), under the notebooks' own profiles."""
+"""The grids of the FedCSD figure notebooks (fedlib.paper.grids.fedcsd), under the notebooks' own profiles."""
 
 import pytest
 
-from fedlib.grids import fedcsd
+from fedlib.paper.grids import fedcsd
 from tests.helpers import differing_fields, notebook_parameters
 
 PROFILES = ["smoke", "quick", "paper"]

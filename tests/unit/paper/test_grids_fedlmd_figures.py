@@ -1,10 +1,10 @@
-"""The grids of the FedLMD figure notebooks (fedlib.grids.fedlmd), under the notebooks' own profiles."""
+"""The grids of the FedLMD figure notebooks (fedlib.paper.grids.fedlmd), under the notebooks' own profiles."""
 
 import pytest
 
-from fedlib.config import RunConfig
-from fedlib.grids import fedlmd
-from fedlib.tables import setting_label
+from fedlib.core.config import RunConfig
+from fedlib.paper.grids import fedlmd
+from fedlib.reporting.tables import setting_label
 from tests.helpers import declared, differing_fields, notebook_parameters
 
 PROFILES = ["smoke", "quick", "paper"]

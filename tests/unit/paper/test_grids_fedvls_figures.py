@@ -1,8 +1,8 @@
-"""The grids of the FedVLS figure notebooks (fedlib.grids.fedvls), under the notebooks' own profiles."""
+"""The grids of the FedVLS figure notebooks (fedlib.paper.grids.fedvls), under the notebooks' own profiles."""
 
 import pytest
 
-from fedlib.grids import fedvls
+from fedlib.paper.grids import fedvls
 from tests.helpers import declared, notebook_parameters
 
 PROFILES = ["smoke", "quick", "paper"]

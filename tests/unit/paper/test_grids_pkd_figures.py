@@ -1,10 +1,10 @@
-"""The grids of the PKD figure notebooks (fedlib.grids.pkd), under the notebooks' own profiles, and
+"""The grids of the PKD figure notebooks (fedlib.paper.grids.pkd), under the notebooks' own profiles, and
 the paper-profile runs they share with the PKD table notebooks (read as the planner declares them)."""
 
 import pytest
 
-from fedlib.config import RunConfig
-from fedlib.grids import pkd
+from fedlib.core.config import RunConfig
+from fedlib.paper.grids import pkd
 from tests.helpers import declared, differing_fields, notebook_parameters
 
 PROFILES = ["smoke", "quick", "paper"]

@@ -1,8 +1,8 @@
 """The paper profiles declare what the papers and their authors' code ran.
 
 Each test reads the runs a table notebook *declares* under its paper profile, as
-``tools/reference_runs.py`` and ``reproduce.sh --plan`` do: ``fedlib.plan.declared_configs``
-calls the notebook's grid function (``fedlib.grids``) with the profile's parameters, training
+``tools/reference_runs.py`` and ``reproduce.sh --plan`` do: ``fedlib.paper.plan.declared_configs``
+calls the notebook's grid function (``fedlib.paper.grids``) with the profile's parameters, training
 nothing. Figure notebooks have no grid; their paper parameters are read from the parameters cell
 and the profile instead. The last tests pin the config hashes of the
 MNIST and digits runs, which full-scale stored runs are keyed by.
@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from fedlib.config import RunConfig
-from fedlib.plan import declared_configs
-from fedlib.reproduce import build_overrides, load_profiles
+from fedlib.core.config import RunConfig
+from fedlib.paper.plan import declared_configs
+from fedlib.paper.reproduce import build_overrides, load_profiles
 
 ROOT = Path(__file__).resolve().parents[3]
 FEDVLS_TABLES = ("fedvls_table1_4_dirichlet", "fedvls_table2_quantity", "fedvls_table3_backbones",
@@ -95,8 +95,8 @@ def test_fedvls_fig3_draws_the_quantity_partition_table2_trains_on():
     import torch
     from types import SimpleNamespace
 
-    from fedlib.dry_run import draw_partition
-    from fedlib.partition import make_partition
+    from fedlib.datasets.partition import make_partition
+    from fedlib.orchestration.dry_run import draw_partition
 
     figure = figure_parameters("fedvls_fig3_partitions")
     [trained] = [c for c in runs_of(declared("fedvls_table2_quantity"), "fedavg", dataset=figure["dataset"])

@@ -1,4 +1,4 @@
-"""fedlib.plan: the runs table notebooks declare, read without training, and the combined plan."""
+"""fedlib.paper.plan: the runs table notebooks declare, read without training, and the combined plan."""
 
 import json
 import os
@@ -7,10 +7,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from fedlib import data, grids, plan, report, store, timing
-from fedlib.config import RunConfig
+from fedlib.core import store
+from fedlib.core.config import RunConfig
+from fedlib.datasets import data
 from fedlib.errors import FedlibError
-from fedlib.reproduce import main
+from fedlib.orchestration import timing
+from fedlib.paper import grids, plan
+from fedlib.paper.reproduce import main
+from fedlib.reporting import report
 
 nbformat = pytest.importorskip("nbformat")
 

@@ -2,7 +2,7 @@
 profile's runs and ignored them: an estimate for another grid), and ``--dry-run``, whose rows stand
 for the profile's configs, refuses ``-p`` in one line instead of ignoring it."""
 
-from fedlib import reproduce
+from fedlib.paper import reproduce
 
 
 def _plan_runs(capsys, *extra):

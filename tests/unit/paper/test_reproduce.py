@@ -1,4 +1,4 @@
-"""The notebook runner (fedlib.reproduce) on tiny notebooks written into a temporary folder."""
+"""The notebook runner (fedlib.paper.reproduce) on tiny notebooks written into a temporary folder."""
 
 import json
 import os
@@ -8,9 +8,8 @@ from pathlib import Path
 import pytest
 
 from fedlib.errors import FedlibError
-from fedlib import reproduce
-from fedlib.paper.reproduce import command_line
-from fedlib.reproduce import find_notebooks, format_summary, main, run_notebooks
+from fedlib.paper import reproduce
+from fedlib.paper.reproduce import command_line, find_notebooks, format_summary, main, run_notebooks
 from tests.helpers import ROOT, declared
 
 nbformat = pytest.importorskip("nbformat")
@@ -27,7 +26,7 @@ scale: int = 1  # a notebook-specific knob set by the profile
 
 WRITES_ITS_PARAMETERS = """\
 from pathlib import Path
-from fedlib.notebook import apply_profile  # the kernel must find this checkout's fedlib
+from fedlib.reporting.notebook import apply_profile  # the kernel must find this checkout's fedlib
 apply_profile("fig1_good", globals())
 assert Path.cwd().name == "notebooks", Path.cwd()
 Path(tables_dir).mkdir(parents=True, exist_ok=True)
@@ -117,7 +116,7 @@ def test_injected_folders_name_no_absolute_path_of_the_checkout(repo: Path, tmp_
 
 
 def test_portable_parameters_keeps_folders_outside_the_repository(tmp_path: Path):
-    from fedlib.reproduce import portable_parameters
+    from fedlib.paper.reproduce import portable_parameters
 
     notebook = tmp_path / "repo" / "notebooks" / "fig1.ipynb"
     given = {"profile": "quick", "figures_dir": str(tmp_path / "repo" / "output" / "quick" / "figures"),
@@ -217,7 +216,7 @@ def test_list_reads_every_real_notebook_without_torch():
     import subprocess
     import sys
 
-    code = ("import sys; from fedlib.reproduce import main; main(['--list']); "
+    code = ("import sys; from fedlib.paper.reproduce import main; main(['--list']); "
             "assert 'torch' not in sys.modules, 'torch imported'")
     listing = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert "getting_started: Getting started" in listing
@@ -267,7 +266,7 @@ def test_index_outputs_records_fresh_files_only(tmp_path):
     import os
     import time
 
-    from fedlib.reproduce import index_outputs
+    from fedlib.paper.reproduce import index_outputs
 
     old = tmp_path / "pkd_table9_old.csv"  # same family, written before this run
     old.write_bytes(b"x")
@@ -289,7 +288,7 @@ def test_index_outputs_leaves_files_named_after_another_notebook(tmp_path):
     import json
     import time
 
-    from fedlib.reproduce import index_outputs
+    from fedlib.paper.reproduce import index_outputs
 
     since = time.time()
     (tmp_path / "fedcsd_fig1_drift.csv").write_bytes(b"x")  # fig1's, written while fig7 ran beside it
@@ -305,8 +304,8 @@ def test_committed_readmes_name_the_publishing_command_that_regenerates_them():
     import re
     import shlex
 
-    from fedlib.notebook import REPO_ROOT
-    from fedlib.reproduce import build_parser
+    from fedlib.paper.reproduce import build_parser
+    from fedlib.reporting.notebook import REPO_ROOT
 
     readmes = [p for kind in ("figures", "tables") for p in (REPO_ROOT / kind).rglob("README.md")
                if (p.parent / "index.json").exists()]
@@ -325,8 +324,8 @@ def test_committed_readmes_name_the_publishing_command_that_regenerates_them():
 
 
 def test_publish_note_for_a_subfolder_names_both_folders(monkeypatch):
-    from fedlib.notebook import REPO_ROOT
-    from fedlib.reproduce import publish_note
+    from fedlib.paper.reproduce import publish_note
+    from fedlib.reporting.notebook import REPO_ROOT
 
     monkeypatch.setenv("FEDLIB_RENDER_ONLY", "1")
     note = publish_note(REPO_ROOT / "tables" / "paper", "table", {"a.csv": {"profile": "paper"}})
@@ -340,7 +339,7 @@ def test_publish_note_for_a_subfolder_names_both_folders(monkeypatch):
 
 
 def test_reproduce_refuses_an_empty_only_and_a_missing_data_folder(tmp_path, capsys):
-    from fedlib import reproduce
+    from fedlib.paper import reproduce
 
     assert reproduce.main(["--list", "--only", ""]) == 2
     assert "no notebook names" in capsys.readouterr().err
@@ -350,8 +349,8 @@ def test_reproduce_refuses_an_empty_only_and_a_missing_data_folder(tmp_path, cap
 
 def test_threads_reach_the_notebooks_kernels_on_the_serial_path(monkeypatch):
     """--threads without --executor used to be dropped: the kernels trained on every core."""
-    from fedlib import reproduce
     from fedlib.orchestration.resources import THREADS_ENV, thread_budget
+    from fedlib.paper import reproduce
 
     monkeypatch.delenv(THREADS_ENV, raising=False)  # restored (unset) after the test
     assert reproduce.main(["--list", "--threads", "1"]) == 0
@@ -363,8 +362,8 @@ def test_threads_reach_the_notebooks_kernels_on_the_serial_path(monkeypatch):
 def skip_reason(stem: str, tmp_path: Path, stored_hashes: set[str] | None, monkeypatch) -> str | None:
     """``render_skip_reason`` for a committed notebook under its smoke profile, with the store
     holding exactly ``stored_hashes`` (None: all of them)."""
-    from fedlib import store
-    from fedlib.reproduce import build_overrides, load_profiles, render_skip_reason
+    from fedlib.core import store
+    from fedlib.paper.reproduce import build_overrides, load_profiles, render_skip_reason
 
     monkeypatch.setattr(store, "is_stored", lambda cfg, results_dir=None: stored_hashes is None
                         or cfg.hash() in stored_hashes)
@@ -396,7 +395,7 @@ def test_outside_render_only_nothing_is_skipped(tmp_path, monkeypatch):
 
 
 def test_a_skipped_notebook_is_counted_but_is_no_failure():
-    from fedlib.reproduce import NotebookRun
+    from fedlib.paper.reproduce import NotebookRun
 
     runs = [NotebookRun("a", "ok", 1.0, Path("a.ipynb")),
             NotebookRun("b", "skipped", 0.0, Path("b.ipynb"), "render-only: no store holds any of its 2 runs")]
@@ -409,7 +408,7 @@ def test_index_outputs_records_the_parameters_given_over_the_profile(tmp_path):
     import shlex
     import time
 
-    from fedlib.reproduce import index_outputs, parse_parameters
+    from fedlib.paper.reproduce import index_outputs, parse_parameters
 
     since = time.time()
     (tmp_path / "pkd_fig3_6_9_class_accuracy_rounds_fig9.png").write_bytes(b"x")
@@ -428,7 +427,7 @@ def test_index_outputs_records_the_parameters_given_over_the_profile(tmp_path):
 def test_index_outputs_without_parameters_says_none(tmp_path):
     import time
 
-    from fedlib.reproduce import index_outputs
+    from fedlib.paper.reproduce import index_outputs
 
     since = time.time()
     (tmp_path / "pkd_table1_vs_paper.csv").write_bytes(b"x")
@@ -442,15 +441,15 @@ def test_index_outputs_without_parameters_says_none(tmp_path):
 def test_a_recorded_parameter_reads_back_as_the_same_value(value):
     import shlex
 
+    from fedlib.paper.reproduce import parse_parameters
     from fedlib.paper.reproduce.output_index import _shell_value
-    from fedlib.reproduce import parse_parameters
 
     words = shlex.split(_shell_value(value))
     assert len(words) == 1 and parse_parameters([("name", words[0])]) == {"name": value}
 
 
 def test_parse_parameters_keeps_dates_and_none_as_text():
-    from fedlib.reproduce import parse_parameters
+    from fedlib.paper.reproduce import parse_parameters
 
     parsed = parse_parameters([("tag", "2026-11-23"), ("augmentation", "none"), ("max_train_samples", "null")])
     assert parsed == {"tag": "2026-11-23", "augmentation": "none", "max_train_samples": None}

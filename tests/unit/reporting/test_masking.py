@@ -9,10 +9,12 @@ from types import SimpleNamespace
 import pandas as pd
 import pytest
 
-from fedlib import experiments, export, tables
-from fedlib.config import RunConfig
-from fedlib.engine import RunResult
-from fedlib.listing import StoredRun
+from fedlib.commands import export
+from fedlib.commands.listing import StoredRun
+from fedlib.core.config import RunConfig
+from fedlib.core.engine import RunResult
+from fedlib.orchestration import experiments
+from fedlib.reporting import tables
 
 BASE = RunConfig(dataset="digits", model="mlp", clients=2, rounds=4, device="cpu")
 SHORT_PKD = {"warmup_rounds": 2, "expert_rounds": 1}  # a PKD run of BASE's 4 rounds that reaches its KD stage
@@ -171,7 +173,7 @@ def test_the_pkd_cost_tables_combined_frame_keeps_the_flags():
 def test_a_diverged_runs_accuracies_read_nan_wherever_a_notebook_takes_them():
     """Notebooks read RunResult's accuracies directly (class-gap bars, spreads): a diverged run's
     constant prediction (one class 100 %, the rest 0) must never reach them as numbers."""
-    from fedlib import metrics
+    from fedlib.measures import metrics
 
     [ok, broken] = seeds("fedavg", [[0.5, 0.9], [0.5, 0.9]], diverged=(1,))
     assert not ok.diverged and ok.final_accuracy == 0.9 and ok.class_accuracy == [0.45, 0.9]

@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from fedlib.errors import FedlibError
-from fedlib.paper_numbers import (COLUMNS, PAPERS, RESULTS_DIR, conventions, load_paper_results,
+from fedlib.reporting.paper_numbers import (COLUMNS, PAPERS, RESULTS_DIR, conventions, load_paper_results,
                                   parse_setting, table_files)
 
 # Every table issue 5 names, as (paper, table number); FedVLS's round table is its Table 16.

@@ -1,4 +1,4 @@
-"""fedlib.plots: the provenance stamp under every saved figure, names in words, legends that
+"""fedlib.reporting.plots: the provenance stamp under every saved figure, names in words, legends that
 cover no data, and class shadings told apart."""
 
 from types import SimpleNamespace
@@ -12,9 +12,12 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 from matplotlib.colors import to_rgb  # noqa: E402
 
-from fedlib import algorithms, data, models, partition, plots  # noqa: E402
-from fedlib.config import RunConfig  # noqa: E402
+from fedlib import algorithms  # noqa: E402
+from fedlib.core import models  # noqa: E402
+from fedlib.core.config import RunConfig  # noqa: E402
+from fedlib.datasets import data, partition  # noqa: E402
 from fedlib.errors import FedlibError  # noqa: E402
+from fedlib.reporting import plots  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
@@ -85,7 +88,7 @@ def test_display_names_in_words():
 def test_every_dataset_model_method_and_partition_has_a_display_name():
     identifiers = [*data.DATASETS, *models.MODELS, *algorithms.method_names(), *partition.PARTITIONS]
     missing = [name for name in identifiers if name not in plots.DISPLAY_NAMES]
-    assert not missing, f"add {missing} to fedlib.plots.DISPLAY_NAMES"
+    assert not missing, f"add {missing} to fedlib.reporting.plots.DISPLAY_NAMES"
 
 
 def test_curves_show_method_names_in_words():

@@ -1,4 +1,4 @@
-"""fedlib.report: a notebook's plan (runs, stored, hours), its settings table, showing and saving tables."""
+"""fedlib.reporting.report: a notebook's plan (runs, stored, hours), its settings table, showing and saving tables."""
 
 import shutil
 from pathlib import Path
@@ -6,8 +6,10 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from fedlib import report, store, timing
-from fedlib.config import RunConfig
+from fedlib.core import store
+from fedlib.core.config import RunConfig
+from fedlib.orchestration import timing
+from fedlib.reporting import report
 
 BASE = RunConfig(dataset="digits", model="mlp", clients=2, rounds=4, device="cpu")
 
@@ -125,7 +127,7 @@ def test_save_tables_writes_csv_and_markdown_rounded_to_digits(tmp_path, capsys)
 
 
 def test_saved_paths_inside_the_repository_are_shown_relative_to_the_working_folder(tmp_path, monkeypatch, capsys):
-    from fedlib.notebook import REPO_ROOT
+    from fedlib.reporting.notebook import REPO_ROOT
 
     folder = REPO_ROOT / "output" / "test_report_paths"
     monkeypatch.chdir(REPO_ROOT / "notebooks")

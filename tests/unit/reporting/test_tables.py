@@ -1,14 +1,15 @@
-"""fedlib.tables: the papers' settings and metrics, paper layout, paper-vs-ours comparison, costs."""
+"""fedlib.reporting.tables: the papers' settings and metrics, paper layout, paper-vs-ours comparison, costs."""
 
 import math
 
 import pandas as pd
 import pytest
 
-from fedlib import tables, timing
-from fedlib.config import RunConfig
-from fedlib.engine import RunResult
+from fedlib.core.config import RunConfig
+from fedlib.core.engine import RunResult
 from fedlib.errors import FedlibError
+from fedlib.orchestration import timing
+from fedlib.reporting import tables
 
 BASE = RunConfig(dataset="digits", model="mlp", clients=2, rounds=4, device="cpu")
 SHORT_PKD = {"warmup_rounds": 2, "expert_rounds": 1}  # a PKD run of BASE's 4 rounds that reaches its KD stage
@@ -166,7 +167,7 @@ def test_round_cost_units_adds_pkd_experts_and_distillation():
 
 
 def test_pkd_cost_counted_from_a_real_run_matches_pkds_own_accounting():
-    from fedlib.engine import run
+    from fedlib.core.engine import run
 
     cfg = RunConfig(dataset="synthetic", model="mlp", partition="iid", clients=3, rounds=3, local_epochs=1,
                     batch_size=16, max_train_samples=200, max_test_samples=50, method="pkd", device="cpu",
@@ -263,7 +264,7 @@ def test_group_accuracy_frame_at_best_reads_every_domain_in_the_round_of_the_bes
 
 
 def test_a_probe_takes_the_fastest_of_its_clients_at_steady_state_on_a_stand_in(monkeypatch):
-    from fedlib import dry_run
+    from fedlib.orchestration import dry_run
 
     calls = []
 
@@ -327,7 +328,7 @@ def test_tables_mark_diverged_cells_instead_of_showing_a_number():
 
 
 def test_results_and_curves_frames_count_rounds_from_one_alike():
-    from fedlib import experiments
+    from fedlib.orchestration import experiments
 
     result = fake_result(BASE, [0.2, 0.6, 0.4, 0.5])  # best in the second round
     frame, curves = experiments.results_frame([result]), experiments.curves_frame([result])
