@@ -10,12 +10,13 @@ import warnings
 import pytest
 import torch
 
-from fedlib import engine, stacked
+from fedlib.core import engine
+from fedlib.core.backends import stacked
 from fedlib.core.backends import stacked_batches
 from fedlib.core.backends.stacked_batches import draw_per_client, draw_together, together_reason
 from fedlib.core.client_training import seeded_batches
 from fedlib.datasets.augment import AUGMENTATIONS
-from fedlib.state import keyed_seed, sample_clients
+from fedlib.core.state import keyed_seed, sample_clients
 from tests.helpers import tiny_config
 
 pytestmark = pytest.mark.usefixtures("one_thread")
