@@ -7,8 +7,8 @@ training check just before (:func:`machine_rate`, its ``check_rate``; ``notebook
 for times taken before the check existed). The lesson prints the
 stored time scaled by how fast this machine runs the same check::
 
-    retraining this lesson's 7 runs: about 3 min on this machine (162 s on the course's machine,
-    which runs the speed check at 0.8x this one's rate)
+    retraining this lesson's 9 runs: about 3 min on this machine (162 s where it was measured, a
+    machine that ran the speed check 1.0x as fast as this one)
 
 The check is one second of SGD steps on one thread (an MLP and LeNet-5 on MNIST-sized random
 inputs, the lessons' own networks), so the estimate follows the CPU, not the load of the moment
@@ -101,8 +101,8 @@ def estimate_line(entry: dict, reference: float, here: float) -> str:
     seconds = entry["seconds"] * reference / here
     runs = entry.get("runs_trained")
     what = f"this lesson's {runs} run{'s' * (runs != 1)}" if runs else "this lesson"
-    return (f"retraining {what}: about {duration_text(seconds)} on this machine ({entry['seconds']} s on the "
-            f"course's machine, which runs the speed check at {reference / here:.1f}x this one's rate)")
+    return (f"retraining {what}: about {duration_text(seconds)} on this machine ({entry['seconds']} s where it "
+            f"was measured, a machine that ran the speed check {reference / here:.1f}x as fast as this one)")
 
 
 def retrain_line(root: Path, stem: str, rate: float | None = None) -> str | None:
