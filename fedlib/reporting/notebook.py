@@ -51,7 +51,6 @@ from fedlib.errors import FedlibError, explain, one_of
 from fedlib.folders import check_environment, user_folder
 from fedlib.reporting.edited_runs import EditedProfile, profile_edits
 from fedlib.reporting.edited_runs import plain as _plain
-from fedlib.reporting import retrain_time
 from fedlib.reporting.parameters import check_parameters
 from fedlib.yaml_input import load_yaml
 
@@ -357,6 +356,7 @@ def apply_profile(stem: str, namespace: dict) -> dict:
     if fetching:
         print(fetching)
     if resolved.get("profile") == RETRAIN_PROFILE:
+        from fedlib.reporting import retrain_time  # torch, for the speed check: not on reproduce --list's path
         estimate = retrain_time.retrain_line(root, stem)
         if estimate:
             print(estimate)
