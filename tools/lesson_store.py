@@ -143,9 +143,9 @@ def record_standalone(stem: str, seconds: float, trained: int, threads: int | No
 def calibrate(load: str) -> float:
     """Write this machine's :func:`fedlib.reporting.retrain_time.machine_rate` (the best of five: the
     least disturbed) into ``notebooks/lesson_machine.json``, with the date, cores and ``load``."""
-    rate = max(retrain_time.machine_rate() for _ in range(5))
-    MACHINE.write_text(json.dumps({"steps_per_second": round(rate, 1), "check": retrain_time.machine_rate.__doc__
-                                   .split(":")[0].strip(), "cores": os.cpu_count(),
+    rate = retrain_time.best_rate(5)
+    MACHINE.write_text(json.dumps({"steps_per_second": round(rate, 1), "check": retrain_time.CHECK_NAME,
+                                   "cores": os.cpu_count(),
                                    "date": datetime.date.today().isoformat(), "load": load}, indent=1) + "\n")
     return rate
 
@@ -221,7 +221,7 @@ def main(argv=None) -> int:
         shutil.rmtree(scratch, ignore_errors=True)
         scratch.mkdir(parents=True)
         if args.standalone:
-            rate = max(retrain_time.machine_rate() for _ in range(3))  # the machine as the time is taken
+            rate = retrain_time.best_rate(3)  # the machine as the time is taken
             seconds = execute(notebook, scratch, False, args.threads, standalone=True)
             trained = trained_runs(scratch)
             record_standalone(notebook.stem, seconds, trained, args.threads, args.load, rate)
