@@ -8,9 +8,9 @@ outside the axes (or below a row of panels: :func:`shared_legend`) so they never
 Figures are made to be shown on a slide: bars fitted to their values with each value written
 (:func:`value_bars`, :func:`zoom_to_values`, which says when an axis does not start at 0), whole
 numbers on round axes (:func:`round_ticks`), panels laid out near 16:9 (:func:`panel_grid`,
-:func:`slide_figsize`).
+:func:`slide_figsize`) and every saved figure between 4:3 and 2:1 (:func:`fit_to_slide`).
 
-At about 650 lines it stays one module: the house style and every shared plot helper are one
+At about 700 lines it stays one module: the house style and every shared plot helper are one
 concept, the figures' look, and a notebook imports one name for it.
 """
 
@@ -217,6 +217,60 @@ def panel_grid(count: int, columns: int = 3, width: float = 4.6, height: float =
     return best[1], best[2], best[3]
 
 
+NARROWEST = 4 / 3  # a figure narrower than this (width : height) leaves a slide's sides empty
+SAVE_PAD = 0.1  # inches savefig's tight bbox adds around the drawing (matplotlib's savefig.pad_inches)
+
+
+def saved_aspect(fig) -> float:
+    """``fig``'s width : height as :func:`save_figure` writes it: its tight bounding box (axes,
+    titles, legends outside the axes, the stamp) with savefig's padding, not its figsize."""
+    box = fig.get_tightbbox(_renderer(fig))
+    return (box.width + 2 * SAVE_PAD) / (box.height + 2 * SAVE_PAD)
+
+
+def fit_to_slide(fig, tries: int = 6) -> float:
+    """Make ``fig`` as saved (:func:`saved_aspect`) no wider than :data:`WIDEST`:1 and no narrower
+    than :data:`NARROWEST`:1, by growing the figure: taller where it is too wide (its panels get
+    the room, a strip of panels stops being a thin band), wider where it is too narrow. After each
+    step the panels are laid out again (``tight_layout``), a legend :func:`shared_legend` put below
+    them moves back under them and the stamp back under the corner. A figure already in the range
+    is left as it is. Returns the saved aspect it ends at."""
+    ratio = saved_aspect(fig)
+    for _ in range(tries):
+        if NARROWEST <= ratio <= WIDEST:
+            break
+        width, height = fig.get_size_inches()
+        if ratio > WIDEST:  # aim a little inside the range: text does not grow with the figure
+            fig.set_size_inches(width, height * ratio / (0.96 * WIDEST))
+        else:
+            fig.set_size_inches(width * 1.04 * NARROWEST / ratio, height)
+        _lay_out_again(fig)
+        ratio = saved_aspect(fig)
+    return ratio
+
+
+def _lay_out_again(fig) -> None:
+    """Lay ``fig``'s panels out for its new size: ``tight_layout``, then the shared legend back
+    under the panels and the stamp back under the corner (both placed for the old size)."""
+    import warnings
+
+    stamp = getattr(fig, "_fedlib_stamp", None)
+    stamp = stamp if stamp is not None and stamp.figure is fig else None
+    if stamp is not None:  # measured without it: it is placed again below
+        stamp.set_visible(False)
+    with warnings.catch_warnings():  # e.g. a colour bar's axes, which tight_layout leaves in place
+        warnings.simplefilter("ignore", UserWarning)
+        fig.tight_layout()
+    shared = getattr(fig, "_fedlib_shared_legend", None)
+    if shared is not None and shared[0].figure is fig:
+        legend, axes = shared
+        renderer = _renderer(fig)
+        bottom = min(ax.get_tightbbox(renderer).y0 for ax in axes) / fig.bbox.height
+        legend.set_bbox_to_anchor((0.5, bottom), transform=fig.transFigure)
+    if stamp is not None:
+        stamp_figure(fig, stamp.get_text())
+
+
 def round_ticks(ax, axis: str = "x"):
     """Whole-number ticks on ``ax``'s round (or epoch) axis: never a round 2.5. Returns ``ax``."""
     from matplotlib.ticker import MaxNLocator
@@ -313,16 +367,19 @@ class SavedFiles(list):
 
 
 def save_figure(fig, name: str, figures_dir: str | Path = "figures", *, profile: str | None = None,
-                runs: Sequence = (), stamp: str | None = None) -> SavedFiles:
+                runs: Sequence = (), stamp: str | None = None, fit: bool = True) -> SavedFiles:
     """Save ``fig`` as ``<figures_dir>/<name>.png`` and ``.pdf``; returns both paths (relative to
     the working folder inside the repository: :func:`fedlib.reporting.notebook.shown_path`).
 
     ``profile`` and ``runs`` (the RunConfigs or RunResults behind the figure) stamp it with its
-    provenance (:func:`provenance`); ``stamp`` gives the stamp's text directly.
+    provenance (:func:`provenance`); ``stamp`` gives the stamp's text directly. ``fit``: first
+    bring the figure as saved within 4:3 to 2:1 (:func:`fit_to_slide`), a shape a slide shows whole.
     """
     text = stamp or (provenance(profile, runs) if profile or runs else None)
     if text:
         stamp_figure(fig, text)
+    if fit:
+        fit_to_slide(fig)
     folder = Path(figures_dir)
     folder.mkdir(parents=True, exist_ok=True)
     paths = [folder / f"{name}.png", folder / f"{name}.pdf"]
@@ -369,7 +426,10 @@ def shared_legend(fig, axes=None, ncol: int | None = None, tight_layout: bool = 
     bottom = min(ax.get_tightbbox(renderer).y0 for ax in axes) / fig.bbox.height
     options = {"loc": "upper center", "bbox_to_anchor": (0.5, bottom), "frameon": False,
                "fontsize": "small", "ncol": ncol or min(len(handles), 6), **kwargs}
-    return fig.legend(list(handles.values()), list(handles), **options)
+    legend = fig.legend(list(handles.values()), list(handles), **options)
+    if "bbox_to_anchor" not in kwargs:  # under the panels: fit_to_slide moves it along with them
+        fig._fedlib_shared_legend = (legend, axes)
+    return legend
 
 
 def accuracy_curves(curves: dict[str, Sequence[float]], ax=None, rounds: Sequence[int] | None = None,

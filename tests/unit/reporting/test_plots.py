@@ -1,6 +1,7 @@
 """fedlib.reporting.plots: the provenance stamp under every saved figure, names in words, legends that
 cover no data, and class shadings told apart."""
 
+from pathlib import Path
 from types import SimpleNamespace
 
 import matplotlib
@@ -11,6 +12,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 from matplotlib.colors import to_rgb  # noqa: E402
+from PIL import Image  # noqa: E402
 
 from fedlib import algorithms  # noqa: E402
 from fedlib.core import models  # noqa: E402
@@ -276,6 +278,67 @@ def test_panels_wrap_and_grow_to_fit_a_slide():
     assert 4 / 3 <= width / height <= 2.0, "two panels side by side, about 16:9"
     assert plots.slide_figsize(1, 4, 4.0, 3.0) == (16.0, 3.0 * 1.4), "a strip's panels grow taller, up to 1.4 times"
 
+
+
+# ------------------------------------------------------------------ shapes a slide shows whole
+LESSON_FIGURES = Path(__file__).resolve().parents[3] / "figures" / "lesson"
+
+
+def _saved_png_aspect(fig, tmp_path, name: str = "shape", **options) -> float:
+    """Width : height of the PNG :func:`plots.save_figure` writes for ``fig`` (bbox tight included)."""
+    [png, _] = plots.save_figure(fig, name, tmp_path, stamp="profile lesson · CIFAR-10, full data · seed 0",
+                                 **options)
+    width, height = Image.open(tmp_path / f"{name}.png").size
+    return width / height
+
+
+def _panels_results(count: int):
+    rows = [{"round": r, "accuracy": 0.1 * r, "class_accuracy": [0.1 * r, 0.05 * r]} for r in range(4)]
+    return [SimpleNamespace(config=RunConfig(dataset="mnist", method=m, partition="dirichlet", beta=0.1 * (i + 1)),
+                            rounds=rows) for i in range(count) for m in ("fedavg", "fedvls", "fedlmd")]
+
+
+@pytest.mark.parametrize("count", range(1, 9))
+def test_panel_figures_are_saved_between_4_3_and_2_1(count, tmp_path):
+    for draw in (plots.curve_panels, plots.table_curves):
+        fig = draw(_panels_results(count))
+        assert len([ax for ax in fig.axes if ax.get_visible()]) == count
+        ratio = _saved_png_aspect(fig, tmp_path, draw.__name__)
+        assert plots.NARROWEST <= ratio <= plots.WIDEST, f"{draw.__name__}, {count} panels: saved at {ratio:.2f}:1"
+
+
+@pytest.mark.parametrize("columns, figsize", [(4, (16, 3)), (2, (10, 3.4)), (3, (17, 4.8)), (1, (3, 5))])
+def test_a_strip_of_panels_or_a_tall_one_is_saved_between_4_3_and_2_1(columns, figsize, tmp_path):
+    fig, axes = plt.subplots(1, columns, figsize=figsize, squeeze=False)
+    for ax in axes[0]:
+        ax.plot([1, 2, 3], [0.2, 0.5, 0.4], label="FedAvg")
+        ax.set_title("a panel")
+    fig.suptitle("a strip of panels")
+    legend = plots.shared_legend(fig)
+    assert not plots.NARROWEST <= plots.saved_aspect(fig) <= plots.WIDEST, "the case is one that needs fitting"
+    ratio = _saved_png_aspect(fig, tmp_path)
+    assert plots.NARROWEST <= ratio <= plots.WIDEST, f"saved at {ratio:.2f}:1"
+    renderer = fig.canvas.get_renderer()
+    lowest = min(ax.get_tightbbox(renderer).y0 for ax in axes[0])
+    assert legend.get_window_extent(renderer).y1 <= lowest + 1, "the legend moved back under the panels"
+
+
+def test_a_figure_already_in_shape_is_saved_as_it_was_and_fit_can_be_declined(tmp_path):
+    fig, ax = plt.subplots(figsize=(5.0, 3.4))
+    ax.plot([1, 2], [1, 2])
+    assert plots.fit_to_slide(fig) == pytest.approx(plots.saved_aspect(fig))
+    assert tuple(fig.get_size_inches()) == (5.0, 3.4), "a figure in the range keeps its size"
+    strip, axes = plt.subplots(1, 4, figsize=(16, 3))
+    assert _saved_png_aspect(strip, tmp_path, fit=False) > plots.WIDEST, "fit=False saves the strip as drawn"
+
+
+def test_every_lesson_figure_is_between_4_3_and_2_1():
+    sizes = {png.name: Image.open(png).size for png in sorted(LESSON_FIGURES.glob("*.png"))}
+    assert sizes, f"no PNG in {LESSON_FIGURES}"
+    # the saved PNG is rounded to whole pixels: a hundredth of slack either way
+    outside = {name: round(w / h, 2) for name, (w, h) in sizes.items()
+               if not plots.NARROWEST - 0.01 <= w / h <= plots.WIDEST + 0.01}
+    assert not outside, f"lesson figures outside 4:3 to 2:1 (width : height): {outside}"
 
 def test_the_stamp_of_an_edited_run_names_its_edits():
     from fedlib.reporting.edited_runs import EditedProfile
