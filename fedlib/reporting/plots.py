@@ -389,14 +389,25 @@ def save_figure(fig, name: str, figures_dir: str | Path = "figures", *, profile:
 
 
 # ---------------------------------------------------------------- legends that cover no data
+BELOW_AXIS_POINTS = 38  # a legend "below" its axes starts this far under them: past the tick labels and axis label
+
+
 def place_legend(ax, where: str | None = "outside", **kwargs):
     """Put ``ax``'s legend ``"outside"`` (right of the axes, top-aligned: never over data),
-    ``"best"`` (matplotlib's least-covering spot inside) or nowhere (None); returns it."""
+    ``"below"`` (centred under the axes' tick labels and axis label, one line of each: a panel
+    whose long labels beside it would squeeze a row of panels), ``"best"`` (matplotlib's
+    least-covering spot inside) or nowhere (None); returns it."""
     if where is None or not ax.get_legend_handles_labels()[0]:
         return None
     options = {"frameon": False, "fontsize": "small", **kwargs}
     if where == "outside":
         options = {"loc": "upper left", "bbox_to_anchor": (1.01, 1.0), "borderaxespad": 0.0, **options}
+    elif where == "below":  # placed in points under the axes: it stays clear of them as the figure grows
+        from matplotlib.transforms import offset_copy
+
+        under = offset_copy(ax.transAxes, fig=ax.figure, y=-BELOW_AXIS_POINTS, units="points")
+        options = {"loc": "upper center", "bbox_to_anchor": (0.5, 0.0), "bbox_transform": under,
+                   "borderaxespad": 0.0, **options}
     else:
         options = {"loc": where, **options}
     return ax.legend(**options)

@@ -158,6 +158,22 @@ def test_default_legends_sit_outside_the_axes():
     assert ax.get_legend().get_window_extent(renderer).x0 >= ax.get_window_extent(renderer).x1
 
 
+def test_a_legend_below_its_panel_sits_under_the_axis_label_in_a_figure_of_any_size():
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.4))
+    for ax in axes:
+        ax.plot([1, 2, 3], [0.1, 0.3, 0.2], label="expert {T-shirt/top/Pullover/Dress/Coat/Shirt/Bag}")
+        ax.set_xlabel("round")
+        plots.place_legend(ax, "below", fontsize="x-small")
+    fig.tight_layout()
+    for size in ((10, 3.4), (10, 6.0)):
+        fig.set_size_inches(*size)
+        fig.tight_layout()
+        renderer = fig.canvas.get_renderer()
+        for ax in axes:
+            legend, label = ax.get_legend().get_window_extent(renderer), ax.xaxis.label.get_window_extent(renderer)
+            assert legend.y1 <= label.y0, f"{size}: the legend reaches into the axis label"
+            assert not legend.overlaps(ax.get_window_extent(renderer)), f"{size}: the legend covers the panel"
+
 def test_shared_legend_replaces_panel_legends_and_sits_below_them():
     fig, axes = plt.subplots(1, 2)
     plots.accuracy_curves({"fedavg": [0.1, 0.9]}, ax=axes[0])
