@@ -466,13 +466,15 @@ def fedlmd_block() -> str:
                  "The paper profile declares", "The committed table was rendered (`-p` parameters in "
                  "tables/paper/index.json) for the runs made, with"), "",
              "| cell | paper | ours | diff | verdict |", "|---|---|---|---|---|"]
-    for c in cells:
-        diff = "" if c.paper is None or c.ours is None else f"{c.ours - c.paper:+.2f}"
+    for c in (c for c in cells if c.ours is not None):
+        diff = "" if c.paper is None else f"{c.ours - c.paper:+.2f}"
         lines.append(f"| {display_name(c.method)}, {c.column} | {c.paper_text} | {c.ours_text} | {diff} | {c.verdict} |")
     run_methods = {c.method for c in cells}
     others = [display_name(m) for m in dict.fromkeys(paper["method"]) if m not in run_methods]
     not_run = [f"{len(missing)} of the paper's {len(columns)} columns ({'; '.join(missing)})"] if missing else []
     not_run += [", ".join(others) + " in every column"] if others else []
+    not_yet = [f"{display_name(c.method)} at {c.column}" for c in cells if c.ours is None]
+    not_run += ["in the columns run, " + ", ".join(not_yet)] if not_yet else []
     return "\n".join(lines + (["", "Not run: " + "; ".join(not_run) + "."] if not_run else []))
 
 

@@ -261,3 +261,16 @@ def test_fedlmd_table3_judges_accuracy_shows_speedup_and_leaves_a_method_the_pap
     assert re.search(r"\(\d+\.\d\dx\)$", cells["fedlmd"].ours_text)  # the speedup beside the accuracy
     assert fsr._partition_text("partition=shards;s=2") == "shards s=2"
     assert fsr._partition_text("partition=dirichlet;beta=0.1") == "Dir(0.1)"
+
+
+def test_the_fedlmd_block_lists_only_the_cells_run_and_names_the_others_in_the_not_run_line():
+    cells = fsr.fedlmd_cells()
+    block = fsr.fedlmd_block()
+    rows = {cell: line for cell, line in _rows(block).items() if cell != "cell"}
+    unrun = [c for c in cells if c.ours is None]
+    assert len(rows) == len(cells) - len(unrun) > 0
+    assert not any(fsr.NOT_RUN in line for line in rows.values())
+    last = block.splitlines()[-1]
+    assert ("in the columns run, " in last) == bool(unrun)
+    for cell in unrun:
+        assert f"{fsr.display_name(cell.method)} at {cell.column}" in last
