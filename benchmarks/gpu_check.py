@@ -197,7 +197,7 @@ def part_workloads(device: str, tiny: bool) -> Iterator[str]:
 def part_rates(device: str, tiny: bool) -> Iterator[str]:
     """The plan's probes on this device for the paper profile (``tiny``: the smoke profile of one
     notebook), one probe a side of each ratio, cached as they end; then the plan they give."""
-    from fedlib.core import store
+    from fedlib import store
     from fedlib.orchestration import resources, timing
     from fedlib.paper.plan import format_plan, plan_frame
     from fedlib.paper.reproduce.declared import notebook_runs

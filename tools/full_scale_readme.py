@@ -36,7 +36,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from fedlib.core.store import RunRecord  # noqa: E402
+from fedlib.store import RunRecord  # noqa: E402
 from fedlib.paper.grids import fedlmd, fedvls, pkd  # noqa: E402
 from fedlib.paper.plan import notebook_parameters  # noqa: E402
 from fedlib.reporting.notebook import load_profiles  # noqa: E402

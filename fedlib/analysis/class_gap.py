@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 from torch import Tensor
 
-from fedlib.core import store
+from fedlib import store
 from fedlib.core.config import RunConfig
 from fedlib.errors import FedlibError
 from fedlib.measures.metrics import accuracy_spread

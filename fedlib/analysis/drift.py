@@ -34,7 +34,7 @@ import torch
 from torch import nn
 
 from fedlib.algorithms.base import Algorithm, ClientContext, weighted_average
-from fedlib.core import store
+from fedlib import store
 from fedlib.core.client_training import train_client
 from fedlib.core.config import RunConfig
 from fedlib.core.engine import RunResult, prepare

@@ -30,7 +30,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from fedlib.core import store
+from fedlib import store
 from fedlib.core.client_training import train_client
 from fedlib.core.config import RunConfig
 from fedlib.core.engine import prepare

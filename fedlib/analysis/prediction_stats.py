@@ -20,7 +20,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from fedlib.core import store
+from fedlib import store
 from fedlib.core.config import RunConfig
 from fedlib.errors import FedlibError
 

@@ -431,7 +431,7 @@ def chance_hint(result) -> str | None:
 
 def interrupted_line(cfg, no_store: bool, argv: Sequence[str]) -> str:
     """The one line a Ctrl-C leaves: where the run was checkpointed and the command that resumes it."""
-    from fedlib.core import store
+    from fedlib import store
 
     command = command_line(argv)
     if no_store:
@@ -463,7 +463,7 @@ def _filters(ns: argparse.Namespace) -> dict[str, str]:
 
 def _cmd_list(ns: argparse.Namespace) -> int:
     from fedlib.commands import listing
-    from fedlib.core import store
+    from fedlib import store
 
     filters = _filters(ns)
     root = store.results_root(ns.results)
@@ -501,7 +501,7 @@ def _cmd_show(ns: argparse.Namespace) -> int:
 
 def _cmd_export(ns: argparse.Namespace) -> int:
     from fedlib.commands import export, listing
-    from fedlib.core import store
+    from fedlib import store
 
     filters = _filters(ns)
     export.summary_api()  # the missing package is reported before anything is read
@@ -520,7 +520,7 @@ def _cmd_export(ns: argparse.Namespace) -> int:
 
 
 def _cmd_migrate(ns: argparse.Namespace) -> int:
-    from fedlib.core import store
+    from fedlib import store
 
     root = (store.reference_root() or store.REFERENCE_RESULTS) if ns.reference else store.results_root(ns.results)
     if not root.is_dir():

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
-from fedlib.core import store
+from fedlib import store
 from fedlib.core.config import LOCATION_FIELDS, RunConfig, hash_with_unread_settings
 from fedlib.errors import FedlibError, one_of
 

@@ -3,7 +3,7 @@
 The top floor. The engine knows nothing about any particular method; it calls the hooks of
 :class:`fedlib.algorithms.base.Algorithm`, trains the round's clients on the config's backend
 (:mod:`fedlib.core.client_training` one after another, :mod:`fedlib.core.backends.threaded`,
-:mod:`fedlib.core.backends.stacked`) and keeps the run in the results store (:mod:`fedlib.core.store`), resuming from its checkpoint.
+:mod:`fedlib.core.backends.stacked`) and keeps the run in the results store (:mod:`fedlib.store`), resuming from its checkpoint.
 Its state and randomness are those of :mod:`fedlib.core.state`: every client of round r sees the
 same seeds whether the run was interrupted or not. The data a run reads are
 :mod:`fedlib.core.run_data`'s, its evaluation :mod:`fedlib.core.evaluation`'s.
@@ -28,7 +28,8 @@ from torch import Tensor, nn
 from fedlib import __version__
 from fedlib.algorithms import build_algorithm, method_class
 from fedlib.algorithms.base import Algorithm, ClientUpdate, Observer, notify
-from fedlib.core import determinism, store
+from fedlib.core import determinism
+from fedlib import store
 from fedlib.core.backend_choice import choose_backend
 from fedlib.core.backends import stacked, threaded
 from fedlib.core.client_training import train_client
@@ -37,7 +38,7 @@ from fedlib.core.evaluation import MAX_REPORTED_GROUPS, evaluate  # noqa: F401 -
 from fedlib.core.run_data import (  # noqa: F401 - the run's data, importable from the engine as before
     _DATASET_CACHE, _SOURCE_FINGERPRINTS, check_served_data, forget_datasets, load_run_dataset, source_fingerprint)
 from fedlib.core.state import FederatedData, ServerState, build_run_model, sample_clients
-from fedlib.core.store import provenance
+from fedlib.store import provenance
 from fedlib.datasets.augment import augment_spec, default_augmentation
 from fedlib.datasets.sources import FILES, DataSource
 from fedlib.datasets.data_check import counts

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from dataclasses import replace
 
-from fedlib.core import store
+from fedlib import store
 from fedlib.core.config import RunConfig
 from fedlib.datasets.data import Dataset, apply_split, missing_dataset_message, split_option
 from fedlib.datasets.data_check import COUNT_KEYS, check_full_size, fingerprint, fingerprint_difference

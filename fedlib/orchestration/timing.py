@@ -41,9 +41,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Sequence
 
-from fedlib.core import store
+from fedlib import store
 from fedlib.core.config import RunConfig
-from fedlib.core.store.provenance import cpu_model
+from fedlib.store.provenance import cpu_model
 from fedlib.folders import env_folder
 
 RATIO_KIND = ("cifar10", "cnn2")  # where a method's cost relative to FedAvg is measured

@@ -8,7 +8,7 @@ import socket
 import time
 import warnings
 
-from fedlib.core import store
+from fedlib import store
 from fedlib.core.config import RunConfig
 from fedlib.errors import one_line
 from fedlib.orchestration import resources

@@ -23,7 +23,7 @@ from typing import Sequence
 
 import pandas as pd
 
-from fedlib.core import store
+from fedlib import store
 from fedlib.core.config import RunConfig
 from fedlib.core.engine import render_only
 from fedlib.datasets import data

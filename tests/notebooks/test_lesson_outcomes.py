@@ -117,7 +117,7 @@ class StoredRun:
     """A run's summary and rounds from the reference store; a run it lacks is an error, never trained."""
 
     def __init__(self, cfg, stem: str):
-        from fedlib.core import store
+        from fedlib import store
 
         record = store.reference_record(cfg)
         assert record is not None, (f"{stem}: lesson run {cfg.hash()} ({cfg.method}) is not in reference_results/; "

@@ -24,7 +24,7 @@ LAYERS = [
     ("ground", {"fedlib", "fedlib.errors", "fedlib.yaml_input", "fedlib.folders"}),
     ("datasets", {"fedlib.datasets"}),
     ("measures", {"fedlib.measures"}),
-    ("run", {"fedlib.core", "fedlib.algorithms"}),
+    ("run", {"fedlib.core", "fedlib.algorithms", "fedlib.store"}),
     ("analysis", {"fedlib.analysis"}),
     ("orchestration", {"fedlib.orchestration"}),
     ("reporting", {"fedlib.reporting"}),
@@ -43,7 +43,7 @@ RUN_FLOORS = [
     ("local training", {"fedlib.core.client_training"}),
     ("methods", set()),
     ("backends", {"fedlib.core.backends", "fedlib.core.backend_choice"}),
-    ("results store", {"fedlib.core.store"}),
+    ("results store", {"fedlib.store"}),
     ("engine", {"fedlib.core.engine", "fedlib.core.run_data", "fedlib.core.evaluation"}),
 ]
 
@@ -165,7 +165,7 @@ def test_the_scan_counts_deferred_and_type_checking_imports():
     source = '''
 from typing import TYPE_CHECKING
 import fedlib.algorithms.pkd
-from fedlib.core import store
+from fedlib import store
 from fedlib.algorithms import register, fedlmd
 from fedlib.core.config import RunConfig
 from . import listing
@@ -177,9 +177,9 @@ def later():
 '''
     known = {"fedlib", "fedlib.core", "fedlib.algorithms", "fedlib.algorithms.pkd", "fedlib.algorithms.fedlmd",
              "fedlib.core.config", "fedlib.commands.listing", "fedlib.core.engine", "fedlib.core.state",
-             "fedlib.core.store", "fedlib.core.backends.threaded", "fedlib.commands.cli"}
+             "fedlib.store", "fedlib.core.backends.threaded", "fedlib.commands.cli"}
     found = imports_of(source, "fedlib.commands.cli", False, known)
-    assert found == {"fedlib.algorithms.pkd", "fedlib.core.store", "fedlib.algorithms", "fedlib.algorithms.fedlmd",
+    assert found == {"fedlib.algorithms.pkd", "fedlib.store", "fedlib.algorithms", "fedlib.algorithms.fedlmd",
                      "fedlib.core.config", "fedlib.commands.listing", "fedlib.core.state", "fedlib.core.engine",
                      "fedlib.core.backends.threaded"}
 
@@ -238,8 +238,8 @@ def test_methods_and_backends_never_reach_the_engine():
     assert "fedlib.algorithms.pkd" in methods and "fedlib.algorithms.base" in methods
     backends = [m for m in graph if m.startswith("fedlib.core.backends")]
     assert "fedlib.core.backends.stacked" in backends
-    above = {m for m in graph if m == "fedlib.core.engine" or _holder({"fedlib.core.store"}, m)}
-    assert "fedlib.core.store.record" in above
+    above = {m for m in graph if m == "fedlib.core.engine" or _holder({"fedlib.store"}, m)}
+    assert "fedlib.store.record" in above
     for module in methods + backends + ["fedlib.core.state", "fedlib.core.client_training"]:
         assert not reachable(graph, module) & above, module
     assert not reachable(graph, "fedlib.algorithms") & set(methods), "the registry loads methods by name only"
@@ -262,7 +262,7 @@ def test_a_long_module_says_why_it_stays_one_module():
 # ---------------------------------------------------------------------- no patching
 def fedlib_module_names(tree: ast.AST, known: set[str]) -> set[str]:
     """The local names a module binds to fedlib modules (``from fedlib.core import engine``,
-    ``import fedlib.core.store as store``)."""
+    ``import fedlib.store as store``)."""
     names = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from fedlib.commands import cli
-from fedlib.core import store
+from fedlib import store
 from fedlib.core.config import RunConfig
 from fedlib.core.engine import recorded_source
 from fedlib.datasets import data

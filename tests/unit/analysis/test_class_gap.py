@@ -71,7 +71,7 @@ def test_track_class_statistics_per_round_and_cached(tmp_path, monkeypatch):
     np.testing.assert_allclose(stats["confusion"].sum(2), 1.0, atol=1e-6)
     np.testing.assert_allclose(stats["prediction"].diagonal(axis1=1, axis2=2), stats["class_accuracy"])
     assert not np.allclose(stats["confusion"][0], stats["confusion"][1])  # the model moved
-    from fedlib.core import store
+    from fedlib import store
 
     assert store.RunRecord(store.run_dir(cfg, tmp_path)).complete  # a fresh tracked run is stored
     import fedlib.core.engine

@@ -6,7 +6,7 @@ import torch
 from torch import nn
 
 from fedlib.analysis import prediction_stats as ps
-from fedlib.core import store
+from fedlib import store
 from fedlib.core.engine import run
 from fedlib.core.state import sample_clients
 from fedlib.errors import FedlibError

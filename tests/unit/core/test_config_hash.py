@@ -12,9 +12,10 @@ import numpy as np
 import pytest
 
 from fedlib.commands import cli
-from fedlib.core import engine, store
+from fedlib.core import engine
+from fedlib import store
 from fedlib.core.config import RunConfig, hash_with_unread_settings, unread_partition_defaults
-from fedlib.core.store import migration as store_migration
+from fedlib.store import migration as store_migration
 from fedlib.datasets.partition import FIELDS_READ, PARTITIONS, SCHEME_SETTINGS, make_partition
 from fedlib.errors import FedlibError
 from tests.helpers import tiny_config

@@ -18,7 +18,7 @@ import warnings
 import pytest
 import torch
 
-from fedlib.core import store
+from fedlib import store
 from fedlib.core.config import RunConfig
 from fedlib.errors import FedlibError
 from fedlib.orchestration import executor, experiments, pools

@@ -7,11 +7,11 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from fedlib.core.store.digest import seal, seal_problem
-from fedlib.core.store.files import write_atomic
-from fedlib.core.store.paths import REFERENCE_FILES, REFERENCE_RESULTS, reference_root
-from fedlib.core.store.provenance import is_clean_revision, trained_revisions
-from fedlib.core.store.record import FINAL_FILE, RunRecord
+from fedlib.store.digest import seal, seal_problem
+from fedlib.store.files import write_atomic
+from fedlib.store.paths import REFERENCE_FILES, REFERENCE_RESULTS, reference_root
+from fedlib.store.provenance import is_clean_revision, trained_revisions
+from fedlib.store.record import FINAL_FILE, RunRecord
 from fedlib.errors import FedlibError
 
 

@@ -9,8 +9,9 @@ import pytest
 import torch
 
 from fedlib.commands import listing
-from fedlib.core import engine, store
-from fedlib.core.store import provenance
+from fedlib.core import engine
+from fedlib import store
+from fedlib.store import provenance
 from fedlib.errors import FedlibError
 from fedlib.orchestration import executor
 from tests.helpers import quiet_run, tiny_config

@@ -1,4 +1,4 @@
-"""fedlib.core.store, the results store.
+"""fedlib.store, the results store.
 
 Its disk use is bounded: per-client state is written one file per client and only when it changed,
 a kill never leaves two checkpoints or a corrupt one, and a finished run keeps its final model,
@@ -23,13 +23,14 @@ import pytest
 import torch
 
 from fedlib.commands import cli
-from fedlib.core import engine, store
+from fedlib.core import engine
+from fedlib import store
 from fedlib.core.config import RunConfig
 from fedlib.core.state import sample_clients
-from fedlib.core.store import provenance
-from fedlib.core.store import claim as store_claim
-from fedlib.core.store import files as store_files
-from fedlib.core.store import publishing as store_publishing
+from fedlib.store import provenance
+from fedlib.store import claim as store_claim
+from fedlib.store import files as store_files
+from fedlib.store import publishing as store_publishing
 from fedlib.errors import FedlibError
 from fedlib.orchestration import experiments
 from fedlib.orchestration.experiments import results_frame
@@ -179,7 +180,7 @@ DIE_ON_SECOND_COMMIT = textwrap.dedent("""
     from pathlib import Path
     from fedlib.core import engine
     from fedlib.core.config import RunConfig
-    from fedlib.core.store import files as store_files
+    from fedlib.store import files as store_files
     real_replace, commits = os.replace, []
 
     def replace(source, destination):  # SIGKILL-like: no cleanup, at the worst moment
@@ -334,7 +335,7 @@ def test_a_lost_metrics_log_restarts_the_run_instead_of_completing_it_with_holes
 # ---------------------------------------------------------------------- one writer per run folder
 HOLDER = textwrap.dedent("""
     import sys, time
-    from fedlib.core import store
+    from fedlib import store
     with store.RunRecord(sys.argv[1]).claim():
         print("claimed", flush=True)
         time.sleep(120)

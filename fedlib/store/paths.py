@@ -14,7 +14,7 @@ from fedlib.folders import env_folder, user_folder
 DEFAULT_RESULTS = "results"
 # the committed, read-only store of finished full-scale runs (metrics only, no checkpoints); a run it
 # holds is served before the working store's run of that hash (served_record)
-REFERENCE_RESULTS = Path(__file__).resolve().parents[3] / "reference_results"
+REFERENCE_RESULTS = Path(__file__).resolve().parents[2] / "reference_results"
 REFERENCE_FILES = ("config.json", "meta.json", "rounds.jsonl", "summary.json")
 REFERENCE_ENV = "FEDLIB_REFERENCE"  # the reference store's folder, or "off"
 WRITE_REFERENCE_ENV = "FEDLIB_WRITE_REFERENCE"  # =1: let runs train into the reference store on purpose

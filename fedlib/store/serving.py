@@ -11,10 +11,10 @@ import warnings
 from pathlib import Path
 
 from fedlib.core.config import RunConfig
-from fedlib.core.store.migration import hint_unmigrated
-from fedlib.core.store.paths import reference_root, results_root, run_dir, same_folder
-from fedlib.core.store.provenance import ProvenanceWarning
-from fedlib.core.store.record import RunRecord
+from fedlib.store.migration import hint_unmigrated
+from fedlib.store.paths import reference_root, results_root, run_dir, same_folder
+from fedlib.store.provenance import ProvenanceWarning
+from fedlib.store.record import RunRecord
 
 
 def reference_record(cfg: RunConfig, results_dir: str | os.PathLike | None = None) -> "RunRecord | None":

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import torch
 
-from fedlib.core.store.files import read_json, write_json
+from fedlib.store.files import read_json, write_json
 from fedlib.errors import FedlibError
 
 
@@ -43,7 +43,7 @@ def code_revision() -> str:
     A copy without git, or whose git is stale (a GPU machine gets the files), reads the commit from
     ``.carry/code_revision.json``, written by ``code_revision_stamp`` in the checkout it was copied
     from, and checks it against the files: '+dirty' when fedlib/ differs from what was stamped."""
-    repo = Path(__file__).resolve().parents[3]
+    repo = Path(__file__).resolve().parents[2]
     try:
         rev = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True,
                              text=True, timeout=5).stdout.strip()
@@ -72,7 +72,7 @@ def fedlib_digest(repo: Path) -> str:
 def code_revision_stamp(repo: Path | None = None) -> Path:
     """Write the commit and the digest of fedlib/ to ``.carry/code_revision.json``, for a copy of this
     checkout that travels without git; refused while fedlib/ has uncommitted changes."""
-    repo = repo or Path(__file__).resolve().parents[3]
+    repo = repo or Path(__file__).resolve().parents[2]
     revision = code_revision()
     if not is_clean_revision(revision):
         raise FedlibError(f"fedlib/ is at code revision {revision}: commit it before stamping a copy")

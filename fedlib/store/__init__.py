@@ -35,25 +35,25 @@ one writer at a time, the process that holds its claim. One concept per module:
 
 Every public name is re-exported here (``store.RunRecord``, ``store.run_dir``, ``store.code_revision``).
 A module reads the names of its own module, so a test that monkeypatches one (``HEARTBEAT_SECONDS``,
-``code_revision``) patches the module that owns it (``fedlib.core.store.claim``).
+``code_revision``) patches the module that owns it (``fedlib.store.claim``).
 """
 
 from __future__ import annotations
 
-from fedlib.core.store.claim import (CLAIM_FILE, HEARTBEAT_SECONDS, HUNG_RUN_SECONDS, STALE_CLAIM_SECONDS, Claim,
+from fedlib.store.claim import (CLAIM_FILE, HEARTBEAT_SECONDS, HUNG_RUN_SECONDS, STALE_CLAIM_SECONDS, Claim,
                                      ClaimedError)
-from fedlib.core.store.client_tables import (CLIENT_TABLE, client_bundles, is_client_table, join_client_tables,
+from fedlib.store.client_tables import (CLIENT_TABLE, client_bundles, is_client_table, join_client_tables,
                                              split_client_tables)
-from fedlib.core.store.consistency import inconsistency, rounds_problem
-from fedlib.core.store.digest import DIGEST_FILE, is_sealed, seal, seal_problem, warn_unsealed
-from fedlib.core.store.files import disk_bytes, human_bytes, read_json, write_atomic, write_json
-from fedlib.core.store.migration import ASIDE_DIR, Migration, migrate_hashes
-from fedlib.core.store.paths import (DEFAULT_RESULTS, REFERENCE_ENV, REFERENCE_FILES, REFERENCE_RESULTS,
+from fedlib.store.consistency import inconsistency, rounds_problem
+from fedlib.store.digest import DIGEST_FILE, is_sealed, seal, seal_problem, warn_unsealed
+from fedlib.store.files import disk_bytes, human_bytes, read_json, write_atomic, write_json
+from fedlib.store.migration import ASIDE_DIR, Migration, migrate_hashes
+from fedlib.store.paths import (DEFAULT_RESULTS, REFERENCE_ENV, REFERENCE_FILES, REFERENCE_RESULTS,
                                      WRITE_REFERENCE_ENV, analysis_cache, check_writable, reference_root, results_root,
                                      run_dir, same_folder)
-from fedlib.core.store.provenance import (STAMP_FILE, ProvenanceWarning, code_revision, code_revision_stamp,
+from fedlib.store.provenance import (STAMP_FILE, ProvenanceWarning, code_revision, code_revision_stamp,
                                           environment, fedlib_digest, is_clean_revision, resume_entry,
                                           trained_revisions)
-from fedlib.core.store.publishing import publish
-from fedlib.core.store.record import CHECKPOINT_FILE, CLIENTS_DIR, FINAL_FILE, MODEL_READS_ENV, RunRecord, list_runs
-from fedlib.core.store.serving import is_stored, reference_record, same_metrics, served_record
+from fedlib.store.publishing import publish
+from fedlib.store.record import CHECKPOINT_FILE, CLIENTS_DIR, FINAL_FILE, MODEL_READS_ENV, RunRecord, list_runs
+from fedlib.store.serving import is_stored, reference_record, same_metrics, served_record

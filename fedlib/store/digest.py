@@ -2,7 +2,7 @@
 
 Once a run is complete its files never change, so any later difference is an edit or damage: a
 hand-edited ``summary.json`` or ``rounds.jsonl`` would otherwise be served as the run's result.
-:class:`~fedlib.core.store.record.RunRecord` checks a sealed file each time it reads one and refuses
+:class:`~fedlib.store.record.RunRecord` checks a sealed file each time it reads one and refuses
 it in one line naming the file; ``fedlib run``, ``show``, ``list``, ``export`` and the notebooks all
 read through it. What the seal covers:
 
@@ -24,9 +24,9 @@ import json
 import warnings
 from pathlib import Path
 
-from fedlib.core.store.files import write_json
-from fedlib.core.store.paths import REFERENCE_FILES
-from fedlib.core.store.provenance import ProvenanceWarning
+from fedlib.store.files import write_json
+from fedlib.store.paths import REFERENCE_FILES
+from fedlib.store.provenance import ProvenanceWarning
 from fedlib.errors import FedlibError
 
 DIGEST_FILE = "digest.json"
