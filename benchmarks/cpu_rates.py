@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from fedlib.core.models import build_model  # noqa: E402
+from fedlib.models import build_model  # noqa: E402
 from fedlib.store.provenance import cpu_model  # noqa: E402
 
 # (label, model, channels, image size, classes, batch): the papers' CPU-sized cells

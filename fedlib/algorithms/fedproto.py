@@ -82,7 +82,7 @@ class FedProto(Algorithm):
         super().setup(server)
         feature_dim = getattr(server.model, "feature_dim", None)
         if feature_dim is None:
-            raise FedlibError("fedproto needs a model with a feature_dim attribute (a fedlib.core.models model)")
+            raise FedlibError("fedproto needs a model with a feature_dim attribute (a fedlib.models model)")
         server.extras[PROTOTYPES] = torch.zeros(server.num_classes, feature_dim, device=server.device)
         server.extras[AVAILABLE] = torch.zeros(server.num_classes, device=server.device)
 

@@ -58,7 +58,7 @@ def _cores() -> int:
 
 
 def _add_data_arguments(p: argparse.ArgumentParser) -> None:
-    from fedlib.core import models
+    from fedlib import models
     from fedlib.datasets import data, partition
     from fedlib.datasets.augment import AUGMENTATIONS
 

@@ -300,7 +300,7 @@ def _require(condition: bool, message: str) -> None:
 
 def _check_names(cfg: RunConfig) -> None:
     """Unknown dataset / model / method / partition names give one line listing the valid ones."""
-    from fedlib.core import models
+    from fedlib import models
     from fedlib.datasets import data, partition
 
     if cfg.dataset not in data.DATASETS:

@@ -21,7 +21,7 @@ import torch
 from torch import Tensor, nn
 
 from fedlib.core.config import RunConfig
-from fedlib.core.models import build_model
+from fedlib.models import build_model
 from fedlib.datasets.augment import AugmentSpec, apply_augmentation, draw_augmentation, prepare_batch
 from fedlib.datasets.data import Dataset
 from fedlib.datasets.partition import Partition

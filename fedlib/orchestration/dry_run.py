@@ -330,7 +330,7 @@ def forward_flops(cfg: RunConfig) -> float:
     import torch
     from torch.utils.flop_counter import FlopCounterMode
 
-    from fedlib.core.models import build_model
+    from fedlib.models import build_model
     from fedlib.datasets import data
 
     shape = data.dataset_shape(cfg.dataset, **data.split_option(cfg.dataset_options)[1])

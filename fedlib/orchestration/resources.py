@@ -115,7 +115,7 @@ def run_gpu_bytes(cfg) -> int:
 
     from fedlib.core.backend_choice import choose_backend
     from fedlib.core.backends import stacked
-    from fedlib.core.models import build_model
+    from fedlib.models import build_model
     from fedlib.core.state import sample_clients
     from fedlib.datasets import data
 

@@ -321,7 +321,7 @@ def probe_eval_seconds_per_image(cfg: RunConfig, device: str = "auto", images: i
     import torch
 
     from fedlib.core.engine import resolve_device
-    from fedlib.core.models import build_model
+    from fedlib.models import build_model
     from fedlib.core.state import eval_batch_size
     from fedlib.errors import FedlibError
 

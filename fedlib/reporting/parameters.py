@@ -115,7 +115,7 @@ def _check_name(where: str, kind: str, item: str) -> None:
         except FedlibError as error:
             raise FedlibError(f"{where}: {error}") from None
         return
-    from fedlib.core import models
+    from fedlib import models
     from fedlib.datasets import data, partition
 
     valid = {"dataset": data.DATASETS, "model": models.MODELS, "partition": partition.PARTITIONS}[kind]

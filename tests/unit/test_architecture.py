@@ -24,6 +24,7 @@ LAYERS = [
     ("ground", {"fedlib", "fedlib.errors", "fedlib.yaml_input", "fedlib.folders"}),
     ("datasets", {"fedlib.datasets"}),
     ("measures", {"fedlib.measures"}),
+    ("models", {"fedlib.models"}),
     ("run", {"fedlib.core", "fedlib.algorithms", "fedlib.store"}),
     ("analysis", {"fedlib.analysis"}),
     ("orchestration", {"fedlib.orchestration"}),
@@ -35,7 +36,7 @@ LAYERS = [
 # The floors of the run layer, bottom first. Every fedlib.algorithms module that is not the
 # registry or the contract is a method, on the "methods" floor.
 RUN_FLOORS = [
-    ("models", {"fedlib.core", "fedlib.core.models", "fedlib.core.determinism"}),
+    ("determinism", {"fedlib.core", "fedlib.core.determinism"}),
     ("method registry", {"fedlib.algorithms"}),
     ("config", {"fedlib.core.config"}),
     ("run state", {"fedlib.core.state"}),

@@ -27,7 +27,7 @@ FORMER = {
     "fedlib.data": "fedlib.datasets.data", "fedlib.data_check": "fedlib.datasets.data_check",
     "fedlib.partition": "fedlib.datasets.partition", "fedlib.augment": "fedlib.datasets.augment",
     "fedlib.metrics": "fedlib.measures.metrics", "fedlib.weak_classes": "fedlib.measures.weak_classes",
-    "fedlib.models": "fedlib.core.models", "fedlib.determinism": "fedlib.core.determinism",
+    "fedlib.determinism": "fedlib.core.determinism",
     "fedlib.config": "fedlib.core.config", "fedlib.state": "fedlib.core.state",
     "fedlib.client_training": "fedlib.core.client_training", "fedlib.backend_choice": "fedlib.core.backend_choice",
     "fedlib.threaded": "fedlib.core.backends.threaded", "fedlib.stacked": "fedlib.core.backends.stacked",
@@ -46,7 +46,7 @@ FORMER = {
     "fedlib.cli": "fedlib.commands.cli", "fedlib.listing": "fedlib.commands.listing",
     "fedlib.export": "fedlib.commands.export",
     # issue 46: the folders are the layers
-    "fedlib.core.store": "fedlib.store",
+    "fedlib.core.store": "fedlib.store", "fedlib.core.models": "fedlib.models",
 }
 
 

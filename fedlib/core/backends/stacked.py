@@ -56,7 +56,7 @@ from fedlib.core.backends.stacked_batches import draw_batches
 from fedlib.core.backends.vmap_batchnorm import (batchnorm_in_float32, teacher_loop_reason, teacher_per_client,
                                                   teacher_under_vmap)
 from fedlib.core.client_training import client_setup, train_client
-from fedlib.core.models import has_batchnorm, has_dropout
+from fedlib.models import has_batchnorm, has_dropout
 from fedlib.core.state import ServerState
 from fedlib.errors import FedlibError
 

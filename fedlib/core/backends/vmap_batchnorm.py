@@ -29,7 +29,7 @@ import torch
 from torch import Tensor, nn
 from torch.func import functional_call, vmap
 
-from fedlib.core.models import has_dropout
+from fedlib.models import has_dropout
 
 # ====================================================================== bf16
 _LOW_PRECISION = (torch.bfloat16, torch.float16)

@@ -253,7 +253,7 @@ def test_the_float32_batchnorm_hooks_are_removed_after_the_round():
 
 
 def test_channels_last_with_batchnorm_stacks_everywhere_but_on_cuda():
-    from fedlib.core.models import build_model
+    from fedlib.models import build_model
 
     resnet, cnn = build_model("resnet8", 10), build_model("cnn2", 10)
     cuda, cpu = torch.device("cuda"), torch.device("cpu")  # a device object needs no GPU
@@ -297,7 +297,7 @@ def test_the_stack_budget_is_a_setting_or_a_share_of_total_memory_and_is_recorde
 # ---------------------------------------------------------------------- train-mode teachers under vmap
 def _train_mode_teacher(model: str) -> torch.nn.Module:
     """A frozen train-mode teacher whose running statistics are not the defaults (so their update counts)."""
-    from fedlib.core.models import build_model
+    from fedlib.models import build_model
 
     torch.manual_seed(0)
     teacher = build_model(model, 10).train().requires_grad_(False)

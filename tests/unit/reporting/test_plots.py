@@ -13,7 +13,7 @@ import pytest  # noqa: E402
 from matplotlib.colors import to_rgb  # noqa: E402
 
 from fedlib import algorithms  # noqa: E402
-from fedlib.core import models  # noqa: E402
+from fedlib import models  # noqa: E402
 from fedlib.core.config import RunConfig  # noqa: E402
 from fedlib.datasets import data, partition  # noqa: E402
 from fedlib.errors import FedlibError  # noqa: E402

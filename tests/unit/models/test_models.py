@@ -1,4 +1,4 @@
-"""Tests for fedlib.core.models: shapes, parameter counts against published numbers, the
+"""Tests for fedlib.models: shapes, parameter counts against published numbers, the
 functional_call contract the engine relies on, and the one-line errors."""
 
 import copy
@@ -8,8 +8,8 @@ import torch
 from torch.func import functional_call, grad
 
 from fedlib.errors import FedlibError
-from fedlib.core.models import (MOBILENETV2_STAGES, MODELS, FedModel, build_model, count_parameters,
-                           replace_classifier)
+from fedlib.models import MODELS, FedModel, build_model, count_parameters, replace_classifier
+from fedlib.models.mobilenet import MOBILENETV2_STAGES
 
 CONTRACT_MODELS = ("mlp", "lenet5", "simple_cnn", "cnn2", "convnet_s", "vgg9", "resnet8", "resnet32",
                    "resnet56", "resnet18", "resnet18_imagenet", "resnet50", "mobilenetv2",
@@ -278,7 +278,7 @@ def test_bad_shortcut_lists_choices():
 
 @pytest.mark.parametrize("size, expected", [(7, (2, 1)), (6, (1, 1)), (12, (2, 2)), (13, (3, 2)), (3, None), (1, None)])
 def test_uniform_window_is_the_adaptive_pool_as_equal_windows(size, expected):
-    from fedlib.core.models import uniform_window
+    from fedlib.models.alexnet import uniform_window
 
     assert uniform_window(size, 6) == expected
 
@@ -287,7 +287,7 @@ def test_uniform_window_is_the_adaptive_pool_as_equal_windows(size, expected):
 def test_alexnets_pool_equals_adaptive_pooling_forward_and_backward(size, exact):
     """Bit for bit where a window holds at most 2 x 2 values (AlexNet's own sizes) or the adaptive
     pool is kept; to float rounding for larger windows (another order of summation)."""
-    from fedlib.core.models import UniformAdaptiveAvgPool
+    from fedlib.models.alexnet import UniformAdaptiveAvgPool
 
     torch.manual_seed(0)
     x = torch.randn(4, 8, size, size, requires_grad=True)
@@ -299,7 +299,7 @@ def test_alexnets_pool_equals_adaptive_pooling_forward_and_backward(size, exact)
 
 
 def test_alexnet_at_32_pixels_pools_with_a_plain_average_pool():
-    from fedlib.core.models import UniformAdaptiveAvgPool
+    from fedlib.models.alexnet import UniformAdaptiveAvgPool
 
     pools = [m for m in build_model("alexnet", 10).modules() if "Adaptive" in type(m).__name__]
     assert [type(m) for m in pools] == [UniformAdaptiveAvgPool]
