@@ -22,7 +22,7 @@ from pathlib import Path
 
 import torch
 
-from fedlib.core import engine
+from fedlib.engine import engine
 from fedlib.core.config import RunConfig
 
 TABLE3_METHODS = ("fedavg", "fedcurv", "fedprox", "fednova", "scaffold", "moon", "fedrs", "fedntd", "fedlmd")

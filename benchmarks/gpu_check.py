@@ -127,10 +127,10 @@ def part_tests(device: str, tiny: bool) -> str:
     """The CUDA-marked tests, stopped after ``$GPU_CHECK_TEST_SECONDS`` (default 130) with what they
     reached counted; on a CPU (the smoke) one small CPU repeatability case instead."""
     if device.startswith("cuda"):
-        selection = ["-m", "cuda", "tests/unit/core/test_determinism.py", "tests/unit/core/test_repeatability.py",
-                     "tests/unit/core/test_backend_equivalence.py"]
+        selection = ["-m", "cuda", "tests/unit/core/test_determinism.py", "tests/unit/engine/test_repeatability.py",
+                     "tests/unit/engine/test_backend_equivalence.py"]
     else:
-        selection = ["tests/unit/core/test_repeatability.py", "-k", "twice and cpu and lenet5"]
+        selection = ["tests/unit/engine/test_repeatability.py", "-k", "twice and cpu and lenet5"]
     selection += ["-k", os.environ["GPU_CHECK_TESTS_K"]] if os.environ.get("GPU_CHECK_TESTS_K") else []
     args = [sys.executable, "-m", "pytest", "-v", "-p", "no:cacheprovider", *selection]
     seconds = float(os.environ.get("GPU_CHECK_TEST_SECONDS", "130"))
@@ -300,7 +300,7 @@ def part_profile(device: str, tiny: bool) -> str:
     from torch.profiler import ProfilerActivity, profile
 
     from benchmarks.op_count import count_config
-    from fedlib.core import engine
+    from fedlib.engine import engine
     from fedlib.core.client_training import client_setup
 
     model_name = "lenet5" if tiny else "mobilenetv2"

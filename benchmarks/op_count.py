@@ -35,8 +35,8 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from fedlib.algorithms import method_class
-from fedlib.core import engine
-from fedlib.core.backends import stacked, stacked_batches
+from fedlib.engine import engine
+from fedlib.engine.backends import stacked, stacked_batches
 from fedlib.core.client_training import client_setup, seeded_batches
 from fedlib.core.config import RunConfig
 from fedlib.core.state import keyed_seed, sample_clients

@@ -17,7 +17,7 @@ tests/unit/test_architecture.py enforces it):
 - :mod:`fedlib.paper`         -- the grid per notebook, the declared runs' plan, reproduce.sh
 - :mod:`fedlib.commands`      -- ``python -m fedlib``
 
-Each module has one name, its path in its layer (``fedlib.core.engine``).
+Each module has one name, its path in its layer (``fedlib.engine.engine``).
 """
 
 from __future__ import annotations

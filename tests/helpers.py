@@ -8,7 +8,7 @@ from pathlib import Path
 
 import torch
 
-from fedlib.core import engine
+from fedlib.engine import engine
 from fedlib.core.config import RunConfig
 
 # A run that trains in seconds on the CPU: synthetic data, an MLP, four Dir(0.5) clients, three rounds.

@@ -31,7 +31,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from fedlib.core import determinism, engine
+from fedlib.core import determinism
+from fedlib.engine import engine
 from fedlib import store  # noqa: E402
 from fedlib.core.config import RunConfig  # noqa: E402
 from fedlib.errors import FedlibError  # noqa: E402

@@ -37,7 +37,7 @@ from fedlib.algorithms.base import Algorithm, ClientContext, weighted_average
 from fedlib import store
 from fedlib.core.client_training import train_client
 from fedlib.core.config import RunConfig
-from fedlib.core.engine import RunResult, prepare
+from fedlib.engine.engine import RunResult, prepare
 from fedlib.core.state import ServerState, keyed_seed
 from fedlib.errors import FedlibError
 from fedlib.measures import metrics

@@ -33,7 +33,7 @@ from torch import nn
 from fedlib import store
 from fedlib.core.client_training import train_client
 from fedlib.core.config import RunConfig
-from fedlib.core.engine import prepare
+from fedlib.engine.engine import prepare
 from fedlib.core.state import FederatedData
 from fedlib.errors import FedlibError
 from fedlib.measures import metrics

@@ -373,7 +373,7 @@ def result_json(result) -> dict[str, Any]:
 
 # ====================================================================== run
 def _cmd_run(ns: argparse.Namespace, argv: Sequence[str]) -> int:
-    from fedlib.core.engine import run
+    from fedlib.engine.engine import run
     from fedlib.orchestration.resources import apply_thread_budget
 
     cfg = config_from_args(ns)

@@ -4,7 +4,7 @@ A client starts from the global model, walks its own data for ``local_epochs`` w
 method's optimiser and ``train_step``, and uploads its state (:class:`ClientUpdate`). Its
 randomness is keyed by (seed, round, client): data order and augmentation through a generator,
 dropout through the global RNG, both seeded before the method's ``client_context`` runs.
-The backends (:mod:`fedlib.core.backends.threaded`, :mod:`fedlib.core.backends.stacked`) run these same steps for many
+The backends (:mod:`fedlib.engine.backends.threaded`, :mod:`fedlib.engine.backends.stacked`) run these same steps for many
 clients at once; PKD trains its experts with them too.
 """
 

@@ -87,9 +87,9 @@ class RunConfig:
     data_dir: str | None = None
     results_dir: str | None = None
     download: bool = False
-    # local training: sequential | threads | stacked | auto (fedlib.core.backends.threaded, .stacked);
+    # local training: sequential | threads | stacked | auto (fedlib.engine.backends.threaded, .stacked);
     # default $FEDLIB_BACKEND, else auto: threads on a CPU, on a GPU the fastest path verified there
-    # (fedlib.core.backend_choice; fast paths fall back to sequential where a method needs it)
+    # (fedlib.engine.backend_choice; fast paths fall back to sequential where a method needs it)
     backend: str = field(default_factory=lambda: os.environ.get("FEDLIB_BACKEND") or DEFAULT_BACKEND)
     channels_last: bool = False  # image batches and conv weights in NHWC memory layout
     # on CUDA, deterministic kernels (bit-identical repeat runs); False trades that for speed (fedlib.core.determinism);

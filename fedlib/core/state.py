@@ -145,7 +145,7 @@ class TrainBatches:
     """A client's training batches, an iterator of (x, y): each batch's indices, then its
     augmentation's random numbers, drawn from one generator. Its parts are open so that the
     stacked path can draw many clients' batches at once with the same numbers
-    (:mod:`fedlib.core.backends.stacked_batches`)."""
+    (:mod:`fedlib.engine.backends.stacked_batches`)."""
 
     def __init__(self, client: ClientData, indices: Iterator[Tensor], generator: torch.Generator):
         self.client, self.indices, self.generator = client, indices, generator

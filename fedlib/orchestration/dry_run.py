@@ -112,7 +112,7 @@ def _real_size(cfg: RunConfig) -> str:
 
 def _timed_run(dry: RunConfig, real: bool, results_dir: str) -> dict:
     """Run ``dry`` with a clock on every round; the measured columns of its row."""
-    from fedlib.core import engine
+    from fedlib.engine import engine
 
     clock = RoundClock()
     with warnings.catch_warnings(record=True) as caught:
@@ -198,7 +198,7 @@ def _slice_candidates(dry: RunConfig, images_per_client: int, test_images: int |
 
 def _drawable(cfg: RunConfig, real: bool) -> bool:
     """Whether the engine can draw ``cfg``'s partition from its slice (the call engine.prepare makes)."""
-    from fedlib.core import engine
+    from fedlib.engine import engine
 
     # a stand-in's labels and groups do not depend on its pixels
     dataset = engine.load_run_dataset(cfg, data_source(cfg, real, image_size=1))
@@ -234,7 +234,7 @@ def data_source(cfg: RunConfig, real: bool, image_size: int | None = None) -> Da
 def _forget_datasets(tidy: bool) -> None:
     """Drop the engine's datasets; ``tidy`` also hands freed memory back to the system, so that
     the next config's peak starts from what this process really holds."""
-    from fedlib.core import engine
+    from fedlib.engine import engine
 
     engine.forget_datasets()
     if tidy:

@@ -17,7 +17,7 @@ import pandas as pd
 
 from fedlib import store
 from fedlib.core.config import RunConfig
-from fedlib.core.engine import NotRun, RunResult, render_only, run
+from fedlib.engine.engine import NotRun, RunResult, render_only, run
 from fedlib.errors import FedlibError
 
 

@@ -25,7 +25,7 @@ import pandas as pd
 
 from fedlib import store
 from fedlib.core.config import RunConfig
-from fedlib.core.engine import render_only
+from fedlib.engine.engine import render_only
 from fedlib.datasets import data
 from fedlib.errors import FedlibError
 from fedlib.paper import grids

@@ -21,7 +21,7 @@ import pandas as pd
 
 from fedlib import store
 from fedlib.core.config import RunConfig
-from fedlib.core.engine import render_only
+from fedlib.engine.engine import render_only
 from fedlib.reporting.notebook import shown_path
 
 

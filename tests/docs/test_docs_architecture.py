@@ -160,8 +160,11 @@ def test_imports_point_down_the_layers(graph):
 
 def module_named(dotted: str, modules: set[str]) -> str | None:
     """The one fedlib module that ``dotted`` names, in full or by its last parts (``engine``,
-    ``grids.base``: the page names modules as their layer's code calls them), else None."""
+    ``grids.base``: the page names modules as their layer's code calls them; a module before the
+    package of its name), else None."""
     found = [m for m in modules if m == "fedlib." + dotted or m.endswith("." + dotted)]
+    if len(found) > 1:  # ``engine`` is the module fedlib.engine.engine, not its package
+        found = [m for m in found if m != "fedlib." + dotted]
     return found[0] if len(found) == 1 else None
 
 

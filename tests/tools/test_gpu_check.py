@@ -4,7 +4,7 @@ script is known to work before a GPU is lent; gpu_check.sh joins them into a res
 import pytest
 
 from benchmarks import gpu_check
-from fedlib.core import engine
+from fedlib.engine import engine
 from fedlib.core.config import RunConfig
 from fedlib.errors import FedlibError
 

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from fedlib.core import engine
+from fedlib.engine import engine
 from fedlib import store
 from fedlib.core.config import RunConfig
 from fedlib.errors import FedlibError

@@ -5,7 +5,7 @@ import shutil
 
 import torch
 
-from fedlib.core import engine
+from fedlib.engine import engine
 from fedlib import store
 from tests.helpers import tiny_config
 from tools import park_run

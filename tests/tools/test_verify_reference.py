@@ -5,7 +5,7 @@ import json
 
 import torch
 
-from fedlib.core import engine
+from fedlib.engine import engine
 from fedlib import store
 from tests.helpers import tiny_config
 from tools import verify_reference

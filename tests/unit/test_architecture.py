@@ -25,7 +25,7 @@ LAYERS = [
     ("datasets", {"fedlib.datasets"}),
     ("measures", {"fedlib.measures"}),
     ("models", {"fedlib.models"}),
-    ("run", {"fedlib.core", "fedlib.algorithms", "fedlib.store"}),
+    ("run", {"fedlib.core", "fedlib.algorithms", "fedlib.store", "fedlib.engine"}),
     ("analysis", {"fedlib.analysis"}),
     ("orchestration", {"fedlib.orchestration"}),
     ("reporting", {"fedlib.reporting"}),
@@ -43,9 +43,9 @@ RUN_FLOORS = [
     ("method contract", {"fedlib.algorithms.base", "fedlib.algorithms._common"}),
     ("local training", {"fedlib.core.client_training"}),
     ("methods", set()),
-    ("backends", {"fedlib.core.backends", "fedlib.core.backend_choice"}),
+    ("backends", {"fedlib.engine.backends", "fedlib.engine.backend_choice"}),
     ("results store", {"fedlib.store"}),
-    ("engine", {"fedlib.core.engine", "fedlib.core.run_data", "fedlib.core.evaluation"}),
+    ("engine", {"fedlib.engine", "fedlib.engine.engine", "fedlib.engine.run_data", "fedlib.engine.evaluation"}),
 ]
 
 # Every floor, bottom first: each layer, the run replaced by its floors.
@@ -173,16 +173,16 @@ from . import listing
 if TYPE_CHECKING:
     from fedlib.core.state import ServerState
 def later():
-    from fedlib.core.engine import run
-    import fedlib.core.backends.threaded as threads
+    from fedlib.engine.engine import run
+    import fedlib.engine.backends.threaded as threads
 '''
     known = {"fedlib", "fedlib.core", "fedlib.algorithms", "fedlib.algorithms.pkd", "fedlib.algorithms.fedlmd",
-             "fedlib.core.config", "fedlib.commands.listing", "fedlib.core.engine", "fedlib.core.state",
-             "fedlib.store", "fedlib.core.backends.threaded", "fedlib.commands.cli"}
+             "fedlib.core.config", "fedlib.commands.listing", "fedlib.engine.engine", "fedlib.core.state",
+             "fedlib.store", "fedlib.engine.backends.threaded", "fedlib.commands.cli"}
     found = imports_of(source, "fedlib.commands.cli", False, known)
     assert found == {"fedlib.algorithms.pkd", "fedlib.store", "fedlib.algorithms", "fedlib.algorithms.fedlmd",
-                     "fedlib.core.config", "fedlib.commands.listing", "fedlib.core.state", "fedlib.core.engine",
-                     "fedlib.core.backends.threaded"}
+                     "fedlib.core.config", "fedlib.commands.listing", "fedlib.core.state", "fedlib.engine.engine",
+                     "fedlib.engine.backends.threaded"}
 
 
 def test_find_cycle_names_the_loop():
@@ -237,9 +237,9 @@ def test_methods_and_backends_never_reach_the_engine():
     graph = import_graph()
     methods = [m for m in graph if m.startswith("fedlib.algorithms")]
     assert "fedlib.algorithms.pkd" in methods and "fedlib.algorithms.base" in methods
-    backends = [m for m in graph if m.startswith("fedlib.core.backends")]
-    assert "fedlib.core.backends.stacked" in backends
-    above = {m for m in graph if m == "fedlib.core.engine" or _holder({"fedlib.store"}, m)}
+    backends = [m for m in graph if m.startswith("fedlib.engine.backends")]
+    assert "fedlib.engine.backends.stacked" in backends
+    above = {m for m in graph if m == "fedlib.engine.engine" or _holder({"fedlib.store"}, m)}
     assert "fedlib.store.record" in above
     for module in methods + backends + ["fedlib.core.state", "fedlib.core.client_training"]:
         assert not reachable(graph, module) & above, module
@@ -262,7 +262,7 @@ def test_a_long_module_says_why_it_stays_one_module():
 
 # ---------------------------------------------------------------------- no patching
 def fedlib_module_names(tree: ast.AST, known: set[str]) -> set[str]:
-    """The local names a module binds to fedlib modules (``from fedlib.core import engine``,
+    """The local names a module binds to fedlib modules (``from fedlib.engine import engine``,
     ``import fedlib.store as store``)."""
     names = set()
     for node in ast.walk(tree):
@@ -302,7 +302,7 @@ def test_no_fedlib_module_assigns_to_another_modules_attributes():
 
 
 def test_the_patch_scan_sees_a_patch():
-    known = {"fedlib.core.engine", "fedlib.datasets.data"}
-    source = ("from fedlib.core import engine\nimport fedlib.datasets.data as data\n"
+    known = {"fedlib.engine.engine", "fedlib.datasets.data"}
+    source = ("from fedlib.engine import engine\nimport fedlib.datasets.data as data\n"
               "engine.load_dataset = None\nsetattr(data, 'x', 1)\nlocal = object()\nlocal.y = 2\n")
     assert patched_attributes(source, known) == ["line 3: engine.load_dataset = ...", "line 4: setattr(data, ...)"]

@@ -11,7 +11,7 @@ import pytest
 from fedlib.commands import cli
 from fedlib import store
 from fedlib.core.config import RunConfig
-from fedlib.core.engine import recorded_source
+from fedlib.engine.engine import recorded_source
 from fedlib.datasets import data
 from fedlib.errors import FedlibError
 from fedlib.folders import check_environment, user_folder

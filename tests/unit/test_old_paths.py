@@ -29,9 +29,8 @@ FORMER = {
     "fedlib.metrics": "fedlib.measures.metrics", "fedlib.weak_classes": "fedlib.measures.weak_classes",
     "fedlib.determinism": "fedlib.core.determinism",
     "fedlib.config": "fedlib.core.config", "fedlib.state": "fedlib.core.state",
-    "fedlib.client_training": "fedlib.core.client_training", "fedlib.backend_choice": "fedlib.core.backend_choice",
-    "fedlib.threaded": "fedlib.core.backends.threaded", "fedlib.stacked": "fedlib.core.backends.stacked",
-    "fedlib.engine": "fedlib.core.engine",
+    "fedlib.client_training": "fedlib.core.client_training", "fedlib.backend_choice": "fedlib.engine.backend_choice",
+    "fedlib.threaded": "fedlib.engine.backends.threaded", "fedlib.stacked": "fedlib.engine.backends.stacked",
     "fedlib.class_gap": "fedlib.analysis.class_gap", "fedlib.drift": "fedlib.analysis.drift",
     "fedlib.local_update": "fedlib.analysis.local_update", "fedlib.pkd_readings": "fedlib.analysis.pkd_readings",
     "fedlib.prediction_stats": "fedlib.analysis.prediction_stats",
@@ -47,6 +46,9 @@ FORMER = {
     "fedlib.export": "fedlib.commands.export",
     # issue 46: the folders are the layers
     "fedlib.core.store": "fedlib.store", "fedlib.core.models": "fedlib.models",
+    "fedlib.core.engine": "fedlib.engine.engine", "fedlib.core.run_data": "fedlib.engine.run_data",
+    "fedlib.core.evaluation": "fedlib.engine.evaluation", "fedlib.core.backend_choice": "fedlib.engine.backend_choice",
+    "fedlib.core.backends": "fedlib.engine.backends",
 }
 
 

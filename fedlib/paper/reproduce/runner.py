@@ -141,7 +141,7 @@ def render_skip_reason(notebook: Path, entry: dict | None, overrides: dict, root
     run"); a figure notebook (``*_fig*``) needs every run it declares; a notebook that trains
     without a grid function (``getting_started``) has nothing to render from."""
     from fedlib import store
-    from fedlib.core.engine import render_only
+    from fedlib.engine.engine import render_only
     from fedlib.paper import grids
     from fedlib.paper.plan import code_mentions, declared_configs
 

@@ -16,7 +16,7 @@ import torch
 
 from fedlib.algorithms import _common, build_algorithm
 from fedlib.algorithms.base import ClientContext, Outputs, run_teachers
-from fedlib.core.backends import stacked
+from fedlib.engine.backends import stacked
 from fedlib.core.config import RunConfig
 from fedlib.errors import FedlibError
 from tests.unit.algorithms.helpers import fake_server, t

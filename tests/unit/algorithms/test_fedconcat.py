@@ -9,7 +9,7 @@ from torch import nn
 
 from fedlib.algorithms import build_algorithm
 from fedlib.algorithms.base import ClientUpdate
-from fedlib.core import engine
+from fedlib.engine import engine
 from fedlib.algorithms.fedconcat import (ConcatenatedModel, cluster_clients, clusters_head_state,
                                          label_distributions, random_linear_state)
 from fedlib.core.client_training import train_client

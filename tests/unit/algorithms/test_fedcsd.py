@@ -11,7 +11,7 @@ import torch.nn.functional as F
 
 from fedlib.algorithms import build_algorithm, fedcsd
 from fedlib.algorithms.base import run_teachers
-from fedlib.core import engine
+from fedlib.engine import engine
 from fedlib.core.client_training import client_setup
 from fedlib.core.config import RunConfig
 from fedlib.core.state import keyed_seed, sample_clients

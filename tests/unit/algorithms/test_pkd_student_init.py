@@ -4,7 +4,7 @@ initial weights once the experts are trained (the reading the paper's cost study
 
 import torch
 
-from fedlib.core import engine
+from fedlib.engine import engine
 from fedlib.core.config import RunConfig
 from tests.helpers import tiny_config
 

@@ -5,7 +5,7 @@ import pytest
 
 from fedlib.analysis import class_gap
 from fedlib.core.config import RunConfig
-from fedlib.core.engine import RunResult
+from fedlib.engine.engine import RunResult
 from fedlib.errors import FedlibError
 
 NAMES = ["a", "b", "c"]
@@ -74,8 +74,8 @@ def test_track_class_statistics_per_round_and_cached(tmp_path, monkeypatch):
     from fedlib import store
 
     assert store.RunRecord(store.run_dir(cfg, tmp_path)).complete  # a fresh tracked run is stored
-    import fedlib.core.engine
+    import fedlib.engine.engine
 
-    monkeypatch.setattr(fedlib.core.engine, "run", lambda *a, **k: pytest.fail("cache not used"))
+    monkeypatch.setattr(fedlib.engine.engine, "run", lambda *a, **k: pytest.fail("cache not used"))
     again = class_gap.track_class_statistics(cfg, results_dir=tmp_path)
     np.testing.assert_allclose(again["confusion"], stats["confusion"])

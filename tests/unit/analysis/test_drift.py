@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from fedlib.analysis import drift
-from fedlib.core import engine
+from fedlib.engine import engine
 from fedlib.core.client_training import train_client
 from fedlib.core.config import RunConfig
 from fedlib.errors import FedlibError

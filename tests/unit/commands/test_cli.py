@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from fedlib.commands import cli, export, listing
-from fedlib.core import engine
+from fedlib.engine import engine
 from fedlib.core.config import RunConfig
 from fedlib.errors import FedlibError
 from tests.helpers import quiet_run, tiny_config

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from fedlib.commands import cli
-from fedlib.core import engine
+from fedlib.engine import engine
 from fedlib import store
 from fedlib.core.config import RunConfig, hash_with_unread_settings, unread_partition_defaults
 from fedlib.store import migration as store_migration

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from fedlib.core import engine
+from fedlib.engine import engine
 from fedlib.core.config import RunConfig
 from fedlib.datasets import data
 from fedlib.datasets.data_check import check_full_size, fingerprint, fingerprint_difference, split_sizes

@@ -187,7 +187,7 @@ def _claim(cfg: RunConfig, root, **holder) -> None:
 
 def _partial(cfg: RunConfig, root, rounds: int, torch_threads) -> None:
     """``rounds`` rounds checkpointed, as a worker killed then would leave them."""
-    from fedlib.core import engine
+    from fedlib.engine import engine
 
     torch_threads(1)
     engine.run(cfg, results_dir=root, progress=False, stop_after=rounds)

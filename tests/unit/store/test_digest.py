@@ -8,7 +8,7 @@ import warnings
 import pytest
 
 from fedlib.commands import cli
-from fedlib.core import engine
+from fedlib.engine import engine
 from fedlib import store
 from fedlib.errors import FedlibError
 from tests.helpers import quiet_run, tiny_config

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from fedlib.commands import listing
-from fedlib.core import engine
+from fedlib.engine import engine
 from fedlib import store
 from fedlib.store import provenance
 from fedlib.errors import FedlibError

@@ -23,7 +23,7 @@ import pytest
 import torch
 
 from fedlib.commands import cli
-from fedlib.core import engine
+from fedlib.engine import engine
 from fedlib import store
 from fedlib.core.config import RunConfig
 from fedlib.core.state import sample_clients
@@ -178,7 +178,7 @@ def test_an_exception_while_checkpointing_leaves_the_previous_checkpoint(tmp_pat
 DIE_ON_SECOND_COMMIT = textwrap.dedent("""
     import json, os, sys, warnings
     from pathlib import Path
-    from fedlib.core import engine
+    from fedlib.engine import engine
     from fedlib.core.config import RunConfig
     from fedlib.store import files as store_files
     real_replace, commits = os.replace, []

@@ -38,8 +38,8 @@ sys.path.insert(0, str(ROOT))
 
 from fedlib.algorithms.fedmr import intra_class_decorrelation  # noqa: E402
 from fedlib import store  # noqa: E402
-from fedlib.core.engine import predictor, prepare, run_round  # noqa: E402
-from fedlib.core.evaluation import evaluate  # noqa: E402
+from fedlib.engine.engine import predictor, prepare, run_round  # noqa: E402
+from fedlib.engine.evaluation import evaluate  # noqa: E402
 from fedlib.datasets.augment import normalize  # noqa: E402
 from fedlib.measures.metrics import predict  # noqa: E402
 

@@ -2,11 +2,10 @@
 
 The top floor. The engine knows nothing about any particular method; it calls the hooks of
 :class:`fedlib.algorithms.base.Algorithm`, trains the round's clients on the config's backend
-(:mod:`fedlib.core.client_training` one after another, :mod:`fedlib.core.backends.threaded`,
-:mod:`fedlib.core.backends.stacked`) and keeps the run in the results store (:mod:`fedlib.store`), resuming from its checkpoint.
+(one of :data:`fedlib.engine.backends.BACKENDS`: sequential, threads, stacked) and keeps the run in the results store (:mod:`fedlib.store`), resuming from its checkpoint.
 Its state and randomness are those of :mod:`fedlib.core.state`: every client of round r sees the
 same seeds whether the run was interrupted or not. The data a run reads are
-:mod:`fedlib.core.run_data`'s, its evaluation :mod:`fedlib.core.evaluation`'s.
+:mod:`fedlib.engine.run_data`'s, its evaluation :mod:`fedlib.engine.evaluation`'s.
 
 At about 570 lines it stays one module on purpose: :func:`run` from a config to a result
 (served, trained or resumed, stored, checked) is one concept, read top to bottom.
@@ -25,26 +24,24 @@ from typing import Any, Sequence
 import torch
 from torch import Tensor, nn
 
-from fedlib import __version__
+from fedlib import __version__, store
 from fedlib.algorithms import build_algorithm, method_class
 from fedlib.algorithms.base import Algorithm, ClientUpdate, Observer, notify
 from fedlib.core import determinism
-from fedlib import store
-from fedlib.core.backend_choice import choose_backend
-from fedlib.core.backends import stacked, threaded
-from fedlib.core.client_training import train_client
 from fedlib.core.config import RunConfig
-from fedlib.core.evaluation import MAX_REPORTED_GROUPS, evaluate  # noqa: F401 - engine.evaluate, as before
-from fedlib.core.run_data import (  # noqa: F401 - the run's data, importable from the engine as before
-    _DATASET_CACHE, _SOURCE_FINGERPRINTS, check_served_data, forget_datasets, load_run_dataset, source_fingerprint)
 from fedlib.core.state import FederatedData, ServerState, build_run_model, sample_clients
-from fedlib.store import provenance
 from fedlib.datasets.augment import augment_spec, default_augmentation
-from fedlib.datasets.sources import FILES, DataSource
 from fedlib.datasets.data_check import counts
 from fedlib.datasets.partition import make_partition
+from fedlib.datasets.sources import FILES, DataSource
+from fedlib.engine.backend_choice import choose_backend
+from fedlib.engine.backends import backend_named, stacked
+from fedlib.engine.evaluation import MAX_REPORTED_GROUPS, evaluate  # noqa: F401 - engine.evaluate, as before
+from fedlib.engine.run_data import (  # noqa: F401 - the run's data, importable from the engine as before
+    _DATASET_CACHE, _SOURCE_FINGERPRINTS, check_served_data, forget_datasets, load_run_dataset, source_fingerprint)
 from fedlib.errors import FedlibError
 from fedlib.folders import check_environment, env_folder
+from fedlib.store import provenance
 
 
 # ====================================================================== devices and data
@@ -89,16 +86,12 @@ def local_work(updates: list[ClientUpdate], local_epochs: int) -> dict[str, int]
 def _train_clients(server: ServerState, algorithm: Algorithm, clients: list[int], lr: float,
                    hooks: Sequence[Observer]) -> list[ClientUpdate]:
     """The round's local training on the config's backend ("auto": threads on a CPU, elsewhere the
-    fastest path verified there, :mod:`fedlib.core.backend_choice`); the fast paths fall back to the
+    fastest path verified there, :mod:`fedlib.engine.backend_choice`); the fast paths fall back to the
     sequential one inside."""
     backend = server.cfg.backend
     if backend == "auto":
         backend = choose_backend(server.cfg.model, server.cfg.method, server.device.type)
-    if backend == "threads":
-        return threaded.train_round(server, algorithm, clients, lr, hooks)
-    if backend == "stacked":
-        return stacked.train_round(server, algorithm, clients, lr, hooks)
-    return [train_client(server, algorithm, k, lr, hooks) for k in clients]
+    return backend_named(backend).train_round(server, algorithm, clients, lr, hooks)
 
 
 def run_round(server: ServerState, algorithm: Algorithm, hooks: Sequence[Observer] = ()) -> dict[str, Any]:

@@ -12,8 +12,8 @@ import warnings
 import pytest
 import torch
 
-from fedlib.core import engine
-from fedlib.core.backends import stacked
+from fedlib.engine import engine
+from fedlib.engine.backends import stacked
 from fedlib.core.config import RunConfig
 from fedlib.core.state import build_run_model, sample_clients
 from fedlib.errors import FedlibError

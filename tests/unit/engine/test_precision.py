@@ -7,7 +7,7 @@ bf16 changes the numbers (hence it is hashed) but must stay close to fp32 after 
 import pytest
 import torch
 
-from fedlib.core import engine
+from fedlib.engine import engine
 from fedlib.errors import FedlibError
 from tests.helpers import one_round, tiny_config
 

@@ -9,7 +9,7 @@ tensors gives each client the update it would get alone.
 
 What each client keeps apart: parameters, momentum, BatchNorm running statistics, its data
 order and augmentation (the same keyed generators as the sequential path, so the same batches,
-drawn for all clients at once: :mod:`fedlib.core.backends.stacked_batches`),
+drawn for all clients at once: :mod:`fedlib.engine.backends.stacked_batches`),
 its class counts and the per-client tensors and numbers of its context (stacked). Teachers that
 all clients share (the received global model, FedCSD's moving average, PKD's experts) run once
 on the concatenated batch outside vmap; one with BatchNorm in train mode, whose batch statistics
@@ -25,7 +25,7 @@ equal batch size, gathered out of the stack and scattered back.
 Results agree with the sequential path to float tolerance, not bitwise (batched kernels sum in a
 different order). Models with dropout draw different random masks than the sequential path.
 
-BatchNorm under vmap (:mod:`fedlib.core.backends.vmap_batchnorm`): under bf16 autocast its layers
+BatchNorm under vmap (:mod:`fedlib.engine.backends.vmap_batchnorm`): under bf16 autocast its layers
 take their input in float32 (:func:`batchnorm_in_float32`), and a train-mode teacher runs for all
 clients at once with each client's batch statistics (:func:`teacher_under_vmap`).
 
@@ -52,8 +52,8 @@ from torch.func import functional_call, vmap
 from torch.utils._pytree import tree_flatten, tree_map, tree_unflatten
 
 from fedlib.algorithms.base import Algorithm, ClientContext, ClientUpdate, Observer, Outputs, autocast, notify
-from fedlib.core.backends.stacked_batches import draw_batches
-from fedlib.core.backends.vmap_batchnorm import (batchnorm_in_float32, teacher_loop_reason, teacher_per_client,
+from fedlib.engine.backends.stacked_batches import draw_batches
+from fedlib.engine.backends.vmap_batchnorm import (batchnorm_in_float32, teacher_loop_reason, teacher_per_client,
                                                   teacher_under_vmap)
 from fedlib.core.client_training import client_setup, train_client
 from fedlib.models import has_batchnorm, has_dropout

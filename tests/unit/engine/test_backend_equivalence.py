@@ -15,7 +15,7 @@ A new method is enumerated here automatically; one that needs arguments to reach
 code within two rounds gets them in ``ARGS``.
 
 Each case runs on the CPU and, where one is present, on a CUDA GPU (marked ``cuda``, skipped
-elsewhere). On CUDA, a method whose fast paths ``fedlib/core/verified_paths.json`` lists as unverified
+elsewhere). On CUDA, a method whose fast paths ``fedlib/engine/verified_paths.json`` lists as unverified
 is an expected failure (``backend="auto"`` does not take them there); one that passes says the
 table can be updated.
 """
@@ -26,9 +26,9 @@ import warnings
 import pytest
 
 from fedlib.algorithms import method_names
-from fedlib.core import engine
-from fedlib.core.backend_choice import verified_paths
-from fedlib.core.backends import stacked
+from fedlib.engine import engine
+from fedlib.engine.backend_choice import verified_paths
+from fedlib.engine.backends import stacked
 from fedlib.core.config import RunConfig
 
 # arguments that make a method's own machinery run within two rounds
@@ -104,7 +104,7 @@ def test_fast_path_matches_sequential_or_declares_a_fallback(method, args, backe
     except AssertionError as failure:
         if reason is None:
             raise
-        pytest.xfail(f"unverified on {device} (fedlib/core/verified_paths.json: {reason}): {failure}")
+        pytest.xfail(f"unverified on {device} (fedlib/engine/verified_paths.json: {reason}): {failure}")
 
 
 def _check_fast_path(method: str, args: dict, backend: str, device: str) -> None:

@@ -11,7 +11,7 @@ import warnings
 import pytest
 import torch
 
-from fedlib.core import engine
+from fedlib.engine import engine
 from tests.helpers import tiny_config
 
 DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.cuda)]

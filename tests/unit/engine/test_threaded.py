@@ -10,8 +10,8 @@ import warnings
 import pytest
 import torch
 
-from fedlib.core import engine
-from fedlib.core.backends import stacked, threaded
+from fedlib.engine import engine
+from fedlib.engine.backends import stacked, threaded
 from fedlib.core.client_training import fit_client
 from tests.helpers import one_round, tiny_config
 

@@ -6,7 +6,7 @@ import pytest
 import torch
 from torch import nn
 
-from fedlib.core import engine
+from fedlib.engine import engine
 from fedlib import store
 from fedlib.core.client_training import train_client
 from tests.helpers import tiny_config

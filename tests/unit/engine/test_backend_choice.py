@@ -1,12 +1,12 @@
 """backend="auto": threads on a CPU; elsewhere only paths verified on that device kind, the
-fastest per model as measured (fedlib/core/verified_paths.json), else the sequential reference."""
+fastest per model as measured (fedlib/engine/verified_paths.json), else the sequential reference."""
 
 import json
 
 import pytest
 
-from fedlib.core import engine
-from fedlib.core.backend_choice import TABLE_PATH, choose_backend, verified_paths
+from fedlib.engine import engine
+from fedlib.engine.backend_choice import TABLE_PATH, choose_backend, verified_paths
 from fedlib.core.config import BACKENDS
 from tests.helpers import tiny_config
 
@@ -61,3 +61,13 @@ def test_the_engine_asks_the_choice_for_auto(monkeypatch):
     server, algorithm = engine.prepare(tiny_config(backend="auto", rounds=1))
     engine.run_round(server, algorithm)
     assert asked == [("mlp", "fedavg", "cpu")]
+
+
+def test_the_engine_dispatches_through_a_table_of_every_backend_name():
+    from fedlib.core.config import BACKENDS as NAMES
+    from fedlib.engine.backends import BACKENDS, Backend, backend_named
+
+    assert set(BACKENDS) | {"auto"} == set(NAMES)  # every name a config takes, auto resolved first
+    assert all(isinstance(backend, Backend) for backend in BACKENDS.values())
+    assert backend_named("threads") is BACKENDS["threads"]
+    assert backend_named("no such backend") is BACKENDS["sequential"]  # as the engine's if chain did

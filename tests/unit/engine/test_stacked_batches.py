@@ -10,10 +10,10 @@ import warnings
 import pytest
 import torch
 
-from fedlib.core import engine
-from fedlib.core.backends import stacked
-from fedlib.core.backends import stacked_batches
-from fedlib.core.backends.stacked_batches import draw_per_client, draw_together, together_reason
+from fedlib.engine import engine
+from fedlib.engine.backends import stacked
+from fedlib.engine.backends import stacked_batches
+from fedlib.engine.backends.stacked_batches import draw_per_client, draw_together, together_reason
 from fedlib.core.client_training import seeded_batches
 from fedlib.datasets.augment import AUGMENTATIONS
 from fedlib.core.state import keyed_seed, sample_clients

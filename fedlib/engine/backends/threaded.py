@@ -2,7 +2,7 @@
 
 On a CPU, small models train in kernels too short to use more than one core each: a LeNet-5
 step on 50 images spends most of its time in single-threaded convolution and pooling code.
-The stacked path (``fedlib.core.backends.stacked``) amortises kernel launches, which pays on a GPU but not
+The stacked path (``fedlib.engine.backends.stacked``) amortises kernel launches, which pays on a GPU but not
 here. This path instead gives every worker thread its own model and its own clients, with one
 intra-op thread per worker, so the cores train different clients side by side (PyTorch
 releases the GIL inside its kernels).
@@ -25,7 +25,7 @@ from typing import Sequence
 import torch
 
 from fedlib.algorithms.base import Algorithm, ClientUpdate, Observer
-from fedlib.core.backends.stacked import unsupported_reason, warn_fallback
+from fedlib.engine.backends.stacked import unsupported_reason, warn_fallback
 from fedlib.core.client_training import client_setup, fit_client, train_client
 from fedlib.models import has_batchnorm, has_dropout
 from fedlib.core.state import ServerState
