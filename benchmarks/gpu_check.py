@@ -301,7 +301,7 @@ def part_profile(device: str, tiny: bool) -> str:
 
     from benchmarks.op_count import count_config
     from fedlib.engine import engine
-    from fedlib.core.client_training import client_setup
+    from fedlib.algorithms.client_training import client_setup
 
     model_name = "lenet5" if tiny else "mobilenetv2"
     cfg = count_config(model_name, "fedvls", batch_size=8 if tiny else 64).replace(device=device)

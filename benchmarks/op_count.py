@@ -34,10 +34,10 @@ from dataclasses import dataclass, field
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from fedlib.algorithms import method_class
+from fedlib.core.registry import method_class
 from fedlib.engine import engine
 from fedlib.engine.backends import stacked, stacked_batches
-from fedlib.core.client_training import client_setup, seeded_batches
+from fedlib.algorithms.client_training import client_setup, seeded_batches
 from fedlib.core.config import RunConfig
 from fedlib.core.state import keyed_seed, sample_clients
 from fedlib.datasets.augment import augment_spec, prepare_batch

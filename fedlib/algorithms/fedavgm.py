@@ -20,7 +20,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from fedlib.algorithms import register
+from fedlib.core.registry import register
 from fedlib.algorithms.base import POSITIVE, Algorithm, ClientUpdate, Range, weighted_average
 
 MOMENTUM_KEY = "fedavgm_momentum"

@@ -27,7 +27,7 @@ from typing import Any
 
 from torch import Tensor, nn
 
-from fedlib.algorithms import register
+from fedlib.core.registry import register
 from fedlib.algorithms.base import POSITIVE, Algorithm, ClientUpdate, weighted_average
 
 PREVIOUS_KEY = "fedexp_previous_params"

@@ -33,7 +33,7 @@ from typing import Callable
 import torch
 from torch import Tensor, nn
 
-from fedlib.algorithms import register
+from fedlib.core.registry import register
 from fedlib.algorithms._common import global_teacher
 from fedlib.algorithms.base import COUNT, NON_NEGATIVE, UNIT_INTERVAL, Algorithm, ClientContext, ClientUpdate
 from fedlib.algorithms.fedsam import ascent_perturbation, sam_step

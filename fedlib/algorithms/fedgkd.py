@@ -19,7 +19,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from fedlib.algorithms import register
+from fedlib.core.registry import register
 from fedlib.algorithms.base import COUNT, NON_NEGATIVE, POSITIVE, Algorithm, ClientContext, Outputs
 from fedlib.core.state import ServerState
 

@@ -30,7 +30,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from fedlib.algorithms import register
+from fedlib.core.registry import register
 from fedlib.algorithms.base import NON_NEGATIVE, Algorithm, ClientContext, Outputs
 
 VARIANCE_EPS = 1e-8  # added to the per-dimension variance before the square root (official)

@@ -25,7 +25,7 @@ from typing import Any
 
 from torch import Tensor
 
-from fedlib.algorithms import register
+from fedlib.core.registry import register
 from fedlib.algorithms.base import Algorithm, ClientUpdate, weighted_average
 from fedlib.errors import FedlibError
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 import torch.nn.functional as F
 from torch import Tensor
 
-from fedlib.algorithms import register
+from fedlib.core.registry import register
 from fedlib.algorithms._common import GLOBAL_TEACHER, TEACHER_MODES, global_teacher, masked_kl, true_class_mask
 from fedlib.algorithms.base import NON_NEGATIVE, POSITIVE, Algorithm, ClientContext, Outputs
 

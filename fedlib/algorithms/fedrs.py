@@ -17,7 +17,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from fedlib.algorithms import register
+from fedlib.core.registry import register
 from fedlib.algorithms._common import vacant_classes
 from fedlib.algorithms.base import Algorithm, ClientContext, Outputs, Range
 

@@ -25,7 +25,7 @@ from typing import Callable, Iterator
 import torch
 from torch import Tensor, nn
 
-from fedlib.algorithms import register
+from fedlib.core.registry import register
 from fedlib.algorithms.base import NON_NEGATIVE, Algorithm, ClientContext
 
 

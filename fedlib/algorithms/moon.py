@@ -29,7 +29,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from fedlib.algorithms import register
+from fedlib.core.registry import register
 from fedlib.algorithms._common import global_teacher, round_cache
 from fedlib.algorithms.base import (
     NON_NEGATIVE, POSITIVE, Algorithm, ClientContext, ClientUpdate, Outputs, weighted_average)

@@ -30,7 +30,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from fedlib.algorithms import register
+from fedlib.core.registry import register
 from fedlib.algorithms.base import Algorithm, ClientContext, ClientUpdate
 from fedlib.algorithms.fednova import momentum_path_length
 

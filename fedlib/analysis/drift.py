@@ -35,7 +35,7 @@ from torch import nn
 
 from fedlib.algorithms.base import Algorithm, ClientContext, weighted_average
 from fedlib import store
-from fedlib.core.client_training import train_client
+from fedlib.algorithms.client_training import train_client
 from fedlib.core.config import RunConfig
 from fedlib.engine.engine import RunResult, prepare
 from fedlib.core.state import ServerState, keyed_seed

@@ -95,7 +95,7 @@ def _add_data_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _add_training_arguments(p: argparse.ArgumentParser) -> None:
-    from fedlib.algorithms import method_names
+    from fedlib.core.registry import method_names
 
     p.add_argument("--method", default="fedavg", help=f"one of {_names(method_names())}, or several joined by '+' "
                    "(fedlmd+fedprox); fedlib methods lists their arguments")
@@ -255,7 +255,7 @@ def _method_args(pairs: list[str]) -> dict[str, str]:
 
 def config_from_args(ns: argparse.Namespace):
     """The RunConfig an argument namespace describes (validated)."""
-    from fedlib.algorithms import method_class, resolve_hparams
+    from fedlib.core.registry import method_class, resolve_hparams
     from fedlib.core.config import RunConfig
 
     raw = _method_args(ns.method_arg)
@@ -531,7 +531,7 @@ def _cmd_migrate(ns: argparse.Namespace) -> int:
 
 
 def _cmd_methods(ns: argparse.Namespace) -> int:
-    from fedlib.algorithms import get_class, method_names
+    from fedlib.core.registry import get_class, method_names
 
     for name in method_names(include_aliases=False):
         klass = get_class(name)

@@ -185,7 +185,7 @@ def _matching(root: Path, prefix: str) -> dict[str, store.RunRecord]:
 # ====================================================================== filters and sorting
 def check_filters(method: str | None, dataset: str | None, model: str | None, status: str | None) -> None:
     """One line for a filter value that no run can have (an unknown name)."""
-    from fedlib.algorithms import method_class
+    from fedlib.core.registry import method_class
     from fedlib import models
     from fedlib.datasets import data
 
@@ -224,7 +224,7 @@ def _config_matches(cfg: RunConfig, wanted: set[str] | None, dataset: str | None
 
 
 def _method_parts(method: str) -> set[str]:
-    from fedlib.algorithms import canonical_method
+    from fedlib.core.registry import canonical_method
 
     return set(canonical_method(method).split("+"))
 

@@ -25,7 +25,7 @@ import torch
 from torch import Tensor, nn
 
 from fedlib import __version__, store
-from fedlib.algorithms import build_algorithm, method_class
+from fedlib.core.registry import build_algorithm, method_class
 from fedlib.algorithms.base import Algorithm, ClientUpdate, Observer, notify
 from fedlib.core import determinism
 from fedlib.core.config import RunConfig

@@ -55,7 +55,7 @@ def dry_run_config(cfg: RunConfig, min_rounds: int = 1, device: str = "cpu") -> 
     changes, if anything: ``min_rounds`` round(s) of one local epoch on ``device``, on the
     sequential reference path (the one a clock hook can time client by client), evaluated after
     the last round, a temporary results folder."""
-    from fedlib.algorithms import method_class
+    from fedlib.core.registry import method_class
 
     changes, rounds, note = method_class(cfg.method).short_run(cfg.method_args, min_rounds)
     dry = cfg.replace(rounds=rounds, local_epochs=1, method_args={**cfg.method_args, **changes}, device=device,
@@ -131,7 +131,7 @@ def _timed_run(dry: RunConfig, real: bool, results_dir: str) -> dict:
 
 def _method_notes(dry: RunConfig, result) -> list[str]:
     """What a reader of the row must know: a method path the slice did not reach."""
-    from fedlib.algorithms import method_class
+    from fedlib.core.registry import method_class
 
     missed = method_class(dry.method).short_run_missed(result.rounds)
     notes = [missed] if missed else []

@@ -23,9 +23,9 @@ from typing import Any
 
 import torch
 
-from fedlib.algorithms import build_algorithm, get_class
+from fedlib.core.registry import build_algorithm, get_class
 from fedlib.engine import engine
-from fedlib.core.client_training import client_setup
+from fedlib.algorithms.client_training import client_setup
 from fedlib.core.config import RunConfig
 from fedlib.errors import FedlibError
 

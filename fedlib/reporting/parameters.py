@@ -108,7 +108,7 @@ def _check_names(where: str, name: str, value: Any) -> None:
 
 def _check_name(where: str, kind: str, item: str) -> None:
     if kind == "method":
-        from fedlib.algorithms import method_class
+        from fedlib.core.registry import method_class
 
         try:
             method_class(item)

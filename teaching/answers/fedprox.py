@@ -2,7 +2,7 @@
 # The teacher's pack (teaching/README.md) says how the check cell reads it.
 import torch
 
-from fedlib.algorithms import register
+from fedlib.core.registry import register
 from fedlib.algorithms.base import Algorithm
 
 

@@ -4,7 +4,7 @@ import copy
 import torch
 import torch.nn.functional as F
 
-from fedlib.algorithms import register
+from fedlib.core.registry import register
 from fedlib.algorithms.base import Algorithm
 
 

@@ -1,9 +1,13 @@
 """No module has two names (issue 46): the flat paths of earlier releases (a module straight under
-``fedlib``) no longer import, and nothing in the repository names one as a module path any more.
+``fedlib``) and the paths of the one-time run package (``fedlib.core.engine``, ``fedlib.core.store``,
+the registry's names under ``fedlib.algorithms``) no longer import, and nothing in the repository
+names one as a module path any more.
 
-FORMER below is the table the import hook held, kept only here, so that a former name cannot come
-back as a module, and so that a test, tool, notebook, script or page that still types one fails
-here rather than for a user.
+FORMER below is the table the import hook held, with the names the folders-are-layers move retired,
+kept only here, so that a former name cannot come back as a module, and so that a test, tool,
+notebook, script or page that still types one fails here rather than for a user. Three flat names
+of the first table (``fedlib.models``, ``fedlib.store``, ``fedlib.engine``) are layers again and so
+left it.
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ FORMER = {
     "fedlib.metrics": "fedlib.measures.metrics", "fedlib.weak_classes": "fedlib.measures.weak_classes",
     "fedlib.determinism": "fedlib.core.determinism",
     "fedlib.config": "fedlib.core.config", "fedlib.state": "fedlib.core.state",
-    "fedlib.client_training": "fedlib.core.client_training", "fedlib.backend_choice": "fedlib.engine.backend_choice",
+    "fedlib.client_training": "fedlib.algorithms.client_training", "fedlib.backend_choice": "fedlib.engine.backend_choice",
     "fedlib.threaded": "fedlib.engine.backends.threaded", "fedlib.stacked": "fedlib.engine.backends.stacked",
     "fedlib.class_gap": "fedlib.analysis.class_gap", "fedlib.drift": "fedlib.analysis.drift",
     "fedlib.local_update": "fedlib.analysis.local_update", "fedlib.pkd_readings": "fedlib.analysis.pkd_readings",
@@ -49,6 +53,11 @@ FORMER = {
     "fedlib.core.engine": "fedlib.engine.engine", "fedlib.core.run_data": "fedlib.engine.run_data",
     "fedlib.core.evaluation": "fedlib.engine.evaluation", "fedlib.core.backend_choice": "fedlib.engine.backend_choice",
     "fedlib.core.backends": "fedlib.engine.backends",
+    "fedlib.core.client_training": "fedlib.algorithms.client_training",
+    # the registry's names were fedlib.algorithms's; the registry is fedlib.core.registry now
+    **{f"fedlib.algorithms.{name}": "fedlib.core.registry" for name in (
+        "register", "unregister", "method_names", "get_class", "compose", "canonical_method", "part_order",
+        "method_class", "resolve_hparams", "check_method", "build_algorithm")},
 }
 
 

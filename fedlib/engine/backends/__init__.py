@@ -2,7 +2,7 @@
 
 :mod:`.sequential` trains them one after another (the reference path), :mod:`.threaded` on CPU
 worker threads, :mod:`.stacked` as one vmapped computation; the fast two fall back to the
-sequential path of :mod:`fedlib.core.client_training` with one warning. Each is a
+sequential path of :mod:`fedlib.algorithms.client_training` with one warning. Each is a
 :class:`Backend`, and :data:`BACKENDS` names them for the engine, which dispatches through
 :func:`backend_named`. A backend may import local training, the method contract, the run state
 and what lies below them, never the store or the engine.

@@ -1,12 +1,12 @@
 """The sequential backend: the round's clients trained one after another on the reference path of
-:mod:`fedlib.core.client_training`."""
+:mod:`fedlib.algorithms.client_training`."""
 
 from __future__ import annotations
 
 from typing import Sequence
 
 from fedlib.algorithms.base import Algorithm, ClientUpdate, Observer
-from fedlib.core.client_training import train_client
+from fedlib.algorithms.client_training import train_client
 from fedlib.core.state import ServerState
 
 

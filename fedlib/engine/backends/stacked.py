@@ -55,7 +55,7 @@ from fedlib.algorithms.base import Algorithm, ClientContext, ClientUpdate, Obser
 from fedlib.engine.backends.stacked_batches import draw_batches
 from fedlib.engine.backends.vmap_batchnorm import (batchnorm_in_float32, teacher_loop_reason, teacher_per_client,
                                                   teacher_under_vmap)
-from fedlib.core.client_training import client_setup, train_client
+from fedlib.algorithms.client_training import client_setup, train_client
 from fedlib.models import has_batchnorm, has_dropout
 from fedlib.core.state import ServerState
 from fedlib.errors import FedlibError
@@ -466,7 +466,7 @@ def train_round(server: ServerState, algorithm: Algorithm, clients: list[int], l
                 step_context: StepContext | None = None) -> list[ClientUpdate]:
     """Local training of the round's clients on the stacked path (updates in ``clients`` order).
 
-    Falls back to :func:`fedlib.core.client_training.train_client` for methods the stacked path cannot run,
+    Falls back to :func:`fedlib.algorithms.client_training.train_client` for methods the stacked path cannot run,
     with one warning (silently under ``backend="auto"``). ``max_stack`` caps the clients per
     stack below what the memory allows. ``step_context``, for measuring tools: called once per
     local step of a stack, the context it returns is open while that step computes (all its

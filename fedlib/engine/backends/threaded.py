@@ -26,7 +26,7 @@ import torch
 
 from fedlib.algorithms.base import Algorithm, ClientUpdate, Observer
 from fedlib.engine.backends.stacked import unsupported_reason, warn_fallback
-from fedlib.core.client_training import client_setup, fit_client, train_client
+from fedlib.algorithms.client_training import client_setup, fit_client, train_client
 from fedlib.models import has_batchnorm, has_dropout
 from fedlib.core.state import ServerState
 

@@ -14,7 +14,8 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from fedlib.algorithms import _common, build_algorithm
+from fedlib.algorithms import _common
+from fedlib.core.registry import build_algorithm
 from fedlib.algorithms.base import ClientContext, Outputs, run_teachers
 from fedlib.engine.backends import stacked
 from fedlib.core.config import RunConfig

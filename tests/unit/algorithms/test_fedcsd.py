@@ -9,10 +9,11 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from fedlib.algorithms import build_algorithm, fedcsd
+from fedlib.core.registry import build_algorithm
+from fedlib.algorithms import fedcsd
 from fedlib.algorithms.base import run_teachers
 from fedlib.engine import engine
-from fedlib.core.client_training import client_setup
+from fedlib.algorithms.client_training import client_setup
 from fedlib.core.config import RunConfig
 from fedlib.core.state import keyed_seed, sample_clients
 from fedlib.errors import FedlibError

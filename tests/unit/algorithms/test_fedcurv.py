@@ -6,7 +6,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from fedlib.algorithms import build_algorithm
+from fedlib.core.registry import build_algorithm
 from fedlib.algorithms.base import ClientUpdate
 from fedlib.algorithms.fedcurv import diagonal_fisher, fisher_penalty
 from tests.unit.algorithms.helpers import engine_context, toy_server

@@ -8,7 +8,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from fedlib.algorithms import build_algorithm
+from fedlib.core.registry import build_algorithm
 from fedlib.algorithms.base import ClientContext, ClientUpdate
 from fedlib.algorithms.fedgf import client_divergence, global_perturbed_model, move_to_ascent_point
 from fedlib.errors import FedlibError

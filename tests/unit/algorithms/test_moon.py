@@ -7,7 +7,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from fedlib.algorithms import build_algorithm
+from fedlib.core.registry import build_algorithm
 from fedlib.algorithms.base import ClientContext, Outputs
 from fedlib.algorithms.moon import contrastive_loss
 

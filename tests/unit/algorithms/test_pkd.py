@@ -6,7 +6,7 @@ import math
 import pytest
 import torch
 
-from fedlib.algorithms import build_algorithm
+from fedlib.core.registry import build_algorithm
 from fedlib.algorithms.pkd import expert_assignment, group_kl, partial_kd_loss, train_expert
 from fedlib.core.config import RunConfig
 from fedlib.errors import FedlibError
@@ -148,7 +148,7 @@ def test_the_experts_are_trained_in_begin_round_before_any_client_and_only_there
 def test_pkd_begin_round_runs_the_other_parts_begin_round():
     from types import SimpleNamespace
 
-    from fedlib.algorithms import compose
+    from fedlib.core.registry import compose
     from fedlib.algorithms.base import Algorithm
     from fedlib.algorithms.pkd import PKD
 

@@ -5,7 +5,7 @@ import inspect
 
 import pytest
 
-from fedlib.algorithms import method_class
+from fedlib.core.registry import method_class
 from fedlib.core.config import RunConfig
 from fedlib.orchestration import dry_run
 

@@ -8,7 +8,7 @@ import torch
 
 from fedlib.analysis import drift
 from fedlib.engine import engine
-from fedlib.core.client_training import train_client
+from fedlib.algorithms.client_training import train_client
 from fedlib.core.config import RunConfig
 from fedlib.errors import FedlibError
 

@@ -80,7 +80,7 @@ def help_text(argv, capsys, monkeypatch) -> str:
 
 
 def test_run_help_lists_every_valid_name(capsys, monkeypatch):
-    from fedlib.algorithms import method_names
+    from fedlib.core.registry import method_names
     from fedlib import models
     from fedlib.datasets import data, partition
     from fedlib.datasets.augment import AUGMENTATIONS

@@ -1,5 +1,5 @@
 """RunConfig validation, hashing and round trips (the method registry is tested in
-tests/unit/algorithms/test_registry.py)."""
+tests/unit/core/test_registry.py)."""
 
 import pytest
 

@@ -25,7 +25,7 @@ import warnings
 
 import pytest
 
-from fedlib.algorithms import method_names
+from fedlib.core.registry import method_names
 from fedlib.engine import engine
 from fedlib.engine.backend_choice import verified_paths
 from fedlib.engine.backends import stacked

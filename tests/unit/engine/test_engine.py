@@ -8,7 +8,7 @@ from torch import nn
 
 from fedlib.engine import engine
 from fedlib import store
-from fedlib.core.client_training import train_client
+from fedlib.algorithms.client_training import train_client
 from tests.helpers import tiny_config
 
 

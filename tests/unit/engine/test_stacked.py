@@ -161,7 +161,7 @@ def test_the_foreach_step_is_the_per_tensor_step_bit_for_bit(momentum, dampening
 
 
 def test_which_methods_stack():
-    from fedlib.algorithms import build_algorithm
+    from fedlib.core.registry import build_algorithm
 
     for method in ("fedavg", "fedprox", "fedvls", "fedlmd", "fedlmd_tf", "fedcsd", "pkd", "fedlmd+fedprox"):
         assert stacked.unsupported_reason(build_algorithm(method)) is None, method

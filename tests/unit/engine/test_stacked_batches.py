@@ -14,7 +14,7 @@ from fedlib.engine import engine
 from fedlib.engine.backends import stacked
 from fedlib.engine.backends import stacked_batches
 from fedlib.engine.backends.stacked_batches import draw_per_client, draw_together, together_reason
-from fedlib.core.client_training import seeded_batches
+from fedlib.algorithms.client_training import seeded_batches
 from fedlib.datasets.augment import AUGMENTATIONS
 from fedlib.core.state import keyed_seed, sample_clients
 from tests.helpers import tiny_config

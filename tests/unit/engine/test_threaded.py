@@ -12,7 +12,7 @@ import torch
 
 from fedlib.engine import engine
 from fedlib.engine.backends import stacked, threaded
-from fedlib.core.client_training import fit_client
+from fedlib.algorithms.client_training import fit_client
 from tests.helpers import one_round, tiny_config
 
 PKD_ARGS = {"warmup_rounds": 0, "expert_rounds": 1, "groups": [[0, 1], [2, 3, 4]]}

@@ -1,9 +1,9 @@
-"""The method registry (fedlib.algorithms): names, aliases, compositions, and one config hash per
+"""The method registry (fedlib.core.registry): names, aliases, compositions, and one config hash per
 computation whatever its spelling."""
 
 import pytest
 
-from fedlib.algorithms import build_algorithm, get_class, method_class, method_names
+from fedlib.core.registry import build_algorithm, get_class, method_class, method_names
 from fedlib.errors import FedlibError
 from tests.helpers import tiny_config
 
