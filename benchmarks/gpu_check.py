@@ -300,8 +300,8 @@ def part_profile(device: str, tiny: bool) -> str:
     from torch.profiler import ProfilerActivity, profile
 
     from benchmarks.op_count import count_config
-    from fedlib.engine import engine
     from fedlib.algorithms.client_training import client_setup
+    from fedlib.engine import engine
 
     model_name = "lenet5" if tiny else "mobilenetv2"
     cfg = count_config(model_name, "fedvls", batch_size=8 if tiny else 64).replace(device=device)

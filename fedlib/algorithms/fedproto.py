@@ -24,8 +24,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from fedlib.core.registry import register
 from fedlib.algorithms.base import NON_NEGATIVE, Algorithm, ClientContext, ClientUpdate, Outputs
+from fedlib.core.registry import register
 from fedlib.core.state import ClientData, ServerState
 from fedlib.errors import FedlibError
 

@@ -36,10 +36,10 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from fedlib.core.registry import register
 from fedlib.algorithms.base import (
     NON_NEGATIVE, NON_NEGATIVE_COUNT, POSITIVE, Algorithm, ClientContext, ClientUpdate, Outputs, Range)
 from fedlib.algorithms.client_training import fit_client, seeded_batches
+from fedlib.core.registry import register
 from fedlib.core.state import ClientData, ServerState, keyed_seed, sample_clients
 from fedlib.errors import FedlibError, one_of
 from fedlib.measures.weak_classes import (GROUPINGS, check_groups, class_statistics, discover_groups,

@@ -33,8 +33,8 @@ from torch import nn
 from fedlib import store
 from fedlib.algorithms.client_training import train_client
 from fedlib.core.config import RunConfig
-from fedlib.engine.engine import prepare
 from fedlib.core.state import FederatedData
+from fedlib.engine.engine import prepare
 from fedlib.errors import FedlibError
 from fedlib.measures import metrics
 

@@ -255,8 +255,8 @@ def _method_args(pairs: list[str]) -> dict[str, str]:
 
 def config_from_args(ns: argparse.Namespace):
     """The RunConfig an argument namespace describes (validated)."""
-    from fedlib.core.registry import method_class, resolve_hparams
     from fedlib.core.config import RunConfig
+    from fedlib.core.registry import method_class, resolve_hparams
 
     raw = _method_args(ns.method_arg)
     typed = resolve_hparams(method_class(ns.method), raw, ns.dataset)
@@ -462,8 +462,8 @@ def _filters(ns: argparse.Namespace) -> dict[str, str]:
 
 
 def _cmd_list(ns: argparse.Namespace) -> int:
-    from fedlib.commands import listing
     from fedlib import store
+    from fedlib.commands import listing
 
     filters = _filters(ns)
     root = store.results_root(ns.results)
@@ -500,8 +500,8 @@ def _cmd_show(ns: argparse.Namespace) -> int:
 
 
 def _cmd_export(ns: argparse.Namespace) -> int:
-    from fedlib.commands import export, listing
     from fedlib import store
+    from fedlib.commands import export, listing
 
     filters = _filters(ns)
     export.summary_api()  # the missing package is reported before anything is read

@@ -185,8 +185,8 @@ def _matching(root: Path, prefix: str) -> dict[str, store.RunRecord]:
 # ====================================================================== filters and sorting
 def check_filters(method: str | None, dataset: str | None, model: str | None, status: str | None) -> None:
     """One line for a filter value that no run can have (an unknown name)."""
-    from fedlib.core.registry import method_class
     from fedlib import models
+    from fedlib.core.registry import method_class
     from fedlib.datasets import data
 
     if dataset is not None and dataset not in data.DATASETS:

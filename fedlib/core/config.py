@@ -16,8 +16,8 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
-from fedlib.core.registry import canonical_method, check_method, method_class, resolve_hparams
 from fedlib.core.determinism import default_deterministic
+from fedlib.core.registry import canonical_method, check_method, method_class, resolve_hparams
 from fedlib.errors import FedlibError, one_of
 from fedlib.folders import user_folder
 

@@ -1,4 +1,4 @@
-"""Run state and data types, the bottom floor of a run: what every other layer talks about.
+"""Run state and data types, the top of the core's vocabulary: what every layer above talks about.
 
 - :func:`keyed_seed`, :func:`sample_clients`: randomness is keyed, not streamed. The clients of
   round r come from (seed, r); client k's data order, augmentation and dropout in round r from
@@ -21,10 +21,10 @@ import torch
 from torch import Tensor, nn
 
 from fedlib.core.config import RunConfig
-from fedlib.models import build_model
 from fedlib.datasets.augment import AugmentSpec, apply_augmentation, draw_augmentation, prepare_batch
 from fedlib.datasets.data import Dataset
 from fedlib.datasets.partition import Partition
+from fedlib.models import build_model
 
 
 # ====================================================================== seeds

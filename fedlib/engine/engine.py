@@ -1,6 +1,6 @@
 """The federated loop: sample clients, train them locally, aggregate, evaluate, checkpoint.
 
-The top floor. The engine knows nothing about any particular method; it calls the hooks of
+The top of the run. The engine knows nothing about any particular method; it calls the hooks of
 :class:`fedlib.algorithms.base.Algorithm`, trains the round's clients on the config's backend
 (one of :data:`fedlib.engine.backends.BACKENDS`: sequential, threads, stacked) and keeps the run in the results store (:mod:`fedlib.store`), resuming from its checkpoint.
 Its state and randomness are those of :mod:`fedlib.core.state`: every client of round r sees the
@@ -25,10 +25,10 @@ import torch
 from torch import Tensor, nn
 
 from fedlib import __version__, store
-from fedlib.core.registry import build_algorithm, method_class
 from fedlib.algorithms.base import Algorithm, ClientUpdate, Observer, notify
 from fedlib.core import determinism
 from fedlib.core.config import RunConfig
+from fedlib.core.registry import build_algorithm, method_class
 from fedlib.core.state import FederatedData, ServerState, build_run_model, sample_clients
 from fedlib.datasets.augment import augment_spec, default_augmentation
 from fedlib.datasets.data_check import counts

@@ -330,8 +330,8 @@ def forward_flops(cfg: RunConfig) -> float:
     import torch
     from torch.utils.flop_counter import FlopCounterMode
 
-    from fedlib.models import build_model
     from fedlib.datasets import data
+    from fedlib.models import build_model
 
     shape = data.dataset_shape(cfg.dataset, **data.split_option(cfg.dataset_options)[1])
     model = build_model(cfg.model, shape.num_classes, in_channels=shape.channels, image_size=shape.image_size).eval()

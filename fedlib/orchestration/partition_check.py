@@ -65,8 +65,8 @@ def check_partitions(configs: dict[str, tuple], csv_path: str | os.PathLike | No
 
 
 def _check_one(cfg: RunConfig, count: int, notebooks: Sequence[str]) -> dict:
-    from fedlib.engine import engine
     from fedlib.datasets import data
+    from fedlib.engine import engine
     from fedlib.orchestration.dry_run import draw_partition
 
     row = {name: getattr(cfg, name) for name in PARTITION_FIELDS}

@@ -113,11 +113,11 @@ def run_gpu_bytes(cfg) -> int:
     one batch of activations (:func:`fedlib.engine.backends.stacked.bytes_per_client`)."""
     import torch
 
+    from fedlib.core.state import sample_clients
+    from fedlib.datasets import data
     from fedlib.engine.backend_choice import choose_backend
     from fedlib.engine.backends import stacked
     from fedlib.models import build_model
-    from fedlib.core.state import sample_clients
-    from fedlib.datasets import data
 
     options = {k: v for k, v in cfg.dataset_options.items() if k != "split"}
     shape = data.dataset_shape(cfg.dataset, **options)

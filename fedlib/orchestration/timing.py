@@ -43,8 +43,8 @@ from typing import Iterable, Sequence
 
 from fedlib import store
 from fedlib.core.config import RunConfig
-from fedlib.store.provenance import cpu_model
 from fedlib.folders import env_folder
+from fedlib.store.provenance import cpu_model
 
 RATIO_KIND = ("cifar10", "cnn2")  # where a method's cost relative to FedAvg is measured
 PROBE_CLIENTS = 2  # a probe trains on each of this many clients (more where the method needs them)
@@ -320,10 +320,10 @@ def probe_eval_seconds_per_image(cfg: RunConfig, device: str = "auto", images: i
 
     import torch
 
-    from fedlib.engine.engine import resolve_device
-    from fedlib.models import build_model
     from fedlib.core.state import eval_batch_size
+    from fedlib.engine.engine import resolve_device
     from fedlib.errors import FedlibError
+    from fedlib.models import build_model
 
     shape = data_shape(cfg)
     target = resolve_device(device)

@@ -25,8 +25,8 @@ import pandas as pd
 
 from fedlib import store
 from fedlib.core.config import RunConfig
-from fedlib.engine.engine import render_only
 from fedlib.datasets import data
+from fedlib.engine.engine import render_only
 from fedlib.errors import FedlibError
 from fedlib.paper import grids
 from fedlib.reporting import report

@@ -24,10 +24,10 @@ import json
 import warnings
 from pathlib import Path
 
+from fedlib.errors import FedlibError
 from fedlib.store.files import write_json
 from fedlib.store.paths import REFERENCE_FILES
 from fedlib.store.provenance import ProvenanceWarning
-from fedlib.errors import FedlibError
 
 DIGEST_FILE = "digest.json"
 SEALED_FILES = REFERENCE_FILES  # config.json, meta.json, rounds.jsonl, summary.json

@@ -12,11 +12,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from fedlib.core.config import RunConfig, hash_with_unread_settings, unread_partition_defaults
+from fedlib.errors import one_line
 from fedlib.store.consistency import inconsistency
 from fedlib.store.digest import is_sealed, seal, seal_problem
 from fedlib.store.files import read_json, write_json
 from fedlib.store.record import RunRecord, list_runs
-from fedlib.errors import one_line
 
 ASIDE_DIR = ".superseded"  # where migrate_hashes moves a run that another run of its new hash replaces
 _HINTED: set[Path] = set()

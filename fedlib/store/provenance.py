@@ -15,8 +15,8 @@ from pathlib import Path
 
 import torch
 
-from fedlib.store.files import read_json, write_json
 from fedlib.errors import FedlibError
+from fedlib.store.files import read_json, write_json
 
 
 class ProvenanceWarning(RuntimeWarning):

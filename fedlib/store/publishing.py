@@ -7,12 +7,12 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from fedlib.errors import FedlibError
 from fedlib.store.digest import seal, seal_problem
 from fedlib.store.files import write_atomic
 from fedlib.store.paths import REFERENCE_FILES, REFERENCE_RESULTS, reference_root
 from fedlib.store.provenance import is_clean_revision, trained_revisions
 from fedlib.store.record import FINAL_FILE, RunRecord
-from fedlib.errors import FedlibError
 
 
 MAX_PUBLISHED_MODEL = 2 * 2**20  # bytes: a final model larger than this stays out of the committed store

@@ -23,13 +23,13 @@ from typing import Any, Iterator
 import torch
 
 from fedlib.core.config import RunConfig
+from fedlib.errors import FedlibError
 from fedlib.store.claim import CLAIM_FILE, Claim, is_live_claim
 from fedlib.store.client_tables import (client_bundles, join_client_tables, same_fingerprint, split_client_tables,
                                              state_fingerprint)
 from fedlib.store.digest import check_file, seal
 from fedlib.store.files import disk_bytes, jsonable, read_json, write_atomic, write_json
 from fedlib.store.paths import REFERENCE_FILES, check_writable, results_root
-from fedlib.errors import FedlibError
 
 CHECKPOINT_FILE = "checkpoint.pt"  # the resume checkpoint of a run in progress
 CLIENTS_DIR = "clients"  # its per-client files

@@ -5,9 +5,9 @@ from pathlib import Path
 
 import pytest
 
-from fedlib.engine import engine
 from fedlib import store
 from fedlib.core.config import RunConfig
+from fedlib.engine import engine
 from fedlib.errors import FedlibError
 from tools import lesson_store
 

@@ -52,13 +52,13 @@ from torch.func import functional_call, vmap
 from torch.utils._pytree import tree_flatten, tree_map, tree_unflatten
 
 from fedlib.algorithms.base import Algorithm, ClientContext, ClientUpdate, Observer, Outputs, autocast, notify
+from fedlib.algorithms.client_training import client_setup, train_client
+from fedlib.core.state import ServerState
 from fedlib.engine.backends.stacked_batches import draw_batches
 from fedlib.engine.backends.vmap_batchnorm import (batchnorm_in_float32, teacher_loop_reason, teacher_per_client,
                                                   teacher_under_vmap)
-from fedlib.algorithms.client_training import client_setup, train_client
-from fedlib.models import has_batchnorm, has_dropout
-from fedlib.core.state import ServerState
 from fedlib.errors import FedlibError
+from fedlib.models import has_batchnorm, has_dropout
 
 # share of the device's total memory the client stack may take (the rest: teachers, allocator slack)
 MEMORY_FRACTION = {"cuda": 0.8, "cpu": 0.5}

@@ -25,10 +25,10 @@ from typing import Sequence
 import torch
 
 from fedlib.algorithms.base import Algorithm, ClientUpdate, Observer
-from fedlib.engine.backends.stacked import unsupported_reason, warn_fallback
 from fedlib.algorithms.client_training import client_setup, fit_client, train_client
-from fedlib.models import has_batchnorm, has_dropout
 from fedlib.core.state import ServerState
+from fedlib.engine.backends.stacked import unsupported_reason, warn_fallback
+from fedlib.models import has_batchnorm, has_dropout
 
 
 def workers_for(server: ServerState, clients: list[int]) -> int:

@@ -4,8 +4,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from fedlib.core.registry import build_algorithm
 from fedlib.algorithms import feature_kd
+from fedlib.core.registry import build_algorithm
 from fedlib.errors import FedlibError
 
 

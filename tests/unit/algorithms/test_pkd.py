@@ -6,9 +6,9 @@ import math
 import pytest
 import torch
 
-from fedlib.core.registry import build_algorithm
 from fedlib.algorithms.pkd import expert_assignment, group_kl, partial_kd_loss, train_expert
 from fedlib.core.config import RunConfig
+from fedlib.core.registry import build_algorithm
 from fedlib.errors import FedlibError
 from fedlib.measures.weak_classes import discover_groups
 from tests.unit.algorithms.helpers import kl, softmax
@@ -148,9 +148,9 @@ def test_the_experts_are_trained_in_begin_round_before_any_client_and_only_there
 def test_pkd_begin_round_runs_the_other_parts_begin_round():
     from types import SimpleNamespace
 
-    from fedlib.core.registry import compose
     from fedlib.algorithms.base import Algorithm
     from fedlib.algorithms.pkd import PKD
+    from fedlib.core.registry import compose
 
     class Counting(Algorithm):
         name = "counting"

@@ -5,10 +5,10 @@ import pytest
 import torch
 from torch import nn
 
-from fedlib.analysis import prediction_stats as ps
 from fedlib import store
-from fedlib.engine.engine import run
+from fedlib.analysis import prediction_stats as ps
 from fedlib.core.state import sample_clients
+from fedlib.engine.engine import run
 from fedlib.errors import FedlibError
 from tests.helpers import tiny_config
 

@@ -8,8 +8,8 @@ import torch
 
 from fedlib.commands import cli
 from fedlib.core import determinism
-from fedlib.engine import engine
 from fedlib.core.config import RunConfig
+from fedlib.engine import engine
 from fedlib.errors import FedlibError
 from tests.helpers import quiet_run, tiny_config
 

@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from fedlib.engine import engine
 from fedlib.core.config import RunConfig
 from fedlib.datasets import data
 from fedlib.datasets.data_check import check_full_size, fingerprint, fingerprint_difference, split_sizes
+from fedlib.engine import engine
 from fedlib.errors import FedlibError
 from tests.helpers import quiet_run, tiny_config
 

@@ -5,9 +5,9 @@ import json
 
 import pytest
 
+from fedlib.core.config import BACKENDS
 from fedlib.engine import engine
 from fedlib.engine.backend_choice import TABLE_PATH, choose_backend, verified_paths
-from fedlib.core.config import BACKENDS
 from tests.helpers import tiny_config
 
 TABLE = {"devices": {"cuda": {

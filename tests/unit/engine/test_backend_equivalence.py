@@ -25,11 +25,11 @@ import warnings
 
 import pytest
 
+from fedlib.core.config import RunConfig
 from fedlib.core.registry import method_names
 from fedlib.engine import engine
 from fedlib.engine.backend_choice import verified_paths
 from fedlib.engine.backends import stacked
-from fedlib.core.config import RunConfig
 
 # arguments that make a method's own machinery run within two rounds
 ARGS = {

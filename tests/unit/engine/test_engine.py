@@ -6,9 +6,9 @@ import pytest
 import torch
 from torch import nn
 
-from fedlib.engine import engine
 from fedlib import store
 from fedlib.algorithms.client_training import train_client
+from fedlib.engine import engine
 from tests.helpers import tiny_config
 
 

@@ -12,10 +12,10 @@ import warnings
 import pytest
 import torch
 
-from fedlib.engine import engine
-from fedlib.engine.backends import stacked
 from fedlib.core.config import RunConfig
 from fedlib.core.state import build_run_model, sample_clients
+from fedlib.engine import engine
+from fedlib.engine.backends import stacked
 from fedlib.errors import FedlibError
 from tests.helpers import tiny_config
 

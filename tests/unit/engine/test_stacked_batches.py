@@ -10,13 +10,12 @@ import warnings
 import pytest
 import torch
 
-from fedlib.engine import engine
-from fedlib.engine.backends import stacked
-from fedlib.engine.backends import stacked_batches
-from fedlib.engine.backends.stacked_batches import draw_per_client, draw_together, together_reason
 from fedlib.algorithms.client_training import seeded_batches
-from fedlib.datasets.augment import AUGMENTATIONS
 from fedlib.core.state import keyed_seed, sample_clients
+from fedlib.datasets.augment import AUGMENTATIONS
+from fedlib.engine import engine
+from fedlib.engine.backends import stacked, stacked_batches
+from fedlib.engine.backends.stacked_batches import draw_per_client, draw_together, together_reason
 from tests.helpers import tiny_config
 
 pytestmark = pytest.mark.usefixtures("one_thread")

@@ -10,9 +10,9 @@ import warnings
 import pytest
 import torch
 
+from fedlib.algorithms.client_training import fit_client
 from fedlib.engine import engine
 from fedlib.engine.backends import stacked, threaded
-from fedlib.algorithms.client_training import fit_client
 from tests.helpers import one_round, tiny_config
 
 PKD_ARGS = {"warmup_rounds": 0, "expert_rounds": 1, "groups": [[0, 1], [2, 3, 4]]}

@@ -7,9 +7,9 @@ import warnings
 
 import pytest
 
+from fedlib import store
 from fedlib.commands import cli
 from fedlib.engine import engine
-from fedlib import store
 from fedlib.errors import FedlibError
 from tests.helpers import quiet_run, tiny_config
 

@@ -8,12 +8,12 @@ from types import SimpleNamespace
 import pytest
 import torch
 
+from fedlib import store
 from fedlib.commands import listing
 from fedlib.engine import engine
-from fedlib import store
-from fedlib.store import provenance
 from fedlib.errors import FedlibError
 from fedlib.orchestration import executor
+from fedlib.store import provenance
 from tests.helpers import quiet_run, tiny_config
 
 CLEAN_START, CLEAN_LATER = "a" * 40, "b" * 40

@@ -22,19 +22,16 @@ import pandas as pd
 import pytest
 import torch
 
-from fedlib.commands import cli
-from fedlib.engine import engine
 from fedlib import store
+from fedlib.commands import cli
 from fedlib.core.config import RunConfig
 from fedlib.core.state import sample_clients
-from fedlib.store import provenance
-from fedlib.store import claim as store_claim
-from fedlib.store import files as store_files
-from fedlib.store import publishing as store_publishing
+from fedlib.engine import engine
 from fedlib.errors import FedlibError
 from fedlib.orchestration import experiments
 from fedlib.orchestration.experiments import results_frame
 from fedlib.reporting import tables
+from fedlib.store import claim as store_claim, files as store_files, provenance, publishing as store_publishing
 from tests.helpers import quiet_run, tiny_config
 
 REPO = Path(__file__).resolve().parents[3]
@@ -178,8 +175,8 @@ def test_an_exception_while_checkpointing_leaves_the_previous_checkpoint(tmp_pat
 DIE_ON_SECOND_COMMIT = textwrap.dedent("""
     import json, os, sys, warnings
     from pathlib import Path
-    from fedlib.engine import engine
     from fedlib.core.config import RunConfig
+    from fedlib.engine import engine
     from fedlib.store import files as store_files
     real_replace, commits = os.replace, []
 

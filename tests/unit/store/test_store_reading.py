@@ -7,8 +7,8 @@ import shutil
 
 import pytest
 
-from fedlib.commands import cli, listing
 from fedlib import store
+from fedlib.commands import cli, listing
 from fedlib.errors import FedlibError
 from tests.helpers import quiet_run, tiny_config
 
