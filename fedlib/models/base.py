@@ -72,5 +72,6 @@ def replace_classifier(model: FedModel, num_classes: int) -> FedModel:
 
 
 def check_positive_int(arg: str, value) -> None:
+    """FedlibError unless ``value`` is a positive integer (a bool is not one)."""
     if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
         raise FedlibError(f"{arg} must be a positive integer, got {value!r}")
