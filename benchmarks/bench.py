@@ -30,10 +30,10 @@ import torch
 from torch.utils.flop_counter import FlopCounterMode
 
 from benchmarks.naive import naive_round, naive_train_set
-from fedlib.core import engine
 from fedlib.core.config import RunConfig
 from fedlib.core.state import ServerState, build_run_model, sample_clients
 from fedlib.datasets.sources import FILES, DataSource
+from fedlib.engine import engine
 
 WORKLOADS = {
     "a": dict(dataset="cifar10", partition="dirichlet", beta=0.05, clients=10, participation=1.0,

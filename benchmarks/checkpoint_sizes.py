@@ -22,8 +22,8 @@ from pathlib import Path
 
 import torch
 
-from fedlib.core import engine
 from fedlib.core.config import RunConfig
+from fedlib.engine import engine
 
 TABLE3_METHODS = ("fedavg", "fedcurv", "fedprox", "fednova", "scaffold", "moon", "fedrs", "fedntd", "fedlmd")
 TABLE3_METHOD_ARGS = {"fedlmd": {"tau": 1.0, "beta": 1.0}}  # as notebooks/fedlmd_table3_partitions.ipynb

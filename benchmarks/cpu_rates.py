@@ -26,8 +26,8 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from fedlib.core.models import build_model  # noqa: E402
-from fedlib.core.store.provenance import cpu_model  # noqa: E402
+from fedlib.models import build_model  # noqa: E402
+from fedlib.store.provenance import cpu_model  # noqa: E402
 
 # (label, model, channels, image size, classes, batch): the papers' CPU-sized cells
 CASES = (

@@ -127,10 +127,10 @@ def part_tests(device: str, tiny: bool) -> str:
     """The CUDA-marked tests, stopped after ``$GPU_CHECK_TEST_SECONDS`` (default 130) with what they
     reached counted; on a CPU (the smoke) one small CPU repeatability case instead."""
     if device.startswith("cuda"):
-        selection = ["-m", "cuda", "tests/unit/core/test_determinism.py", "tests/unit/core/test_repeatability.py",
-                     "tests/unit/core/test_backend_equivalence.py"]
+        selection = ["-m", "cuda", "tests/unit/core/test_determinism.py", "tests/unit/engine/test_repeatability.py",
+                     "tests/unit/engine/test_backend_equivalence.py"]
     else:
-        selection = ["tests/unit/core/test_repeatability.py", "-k", "twice and cpu and lenet5"]
+        selection = ["tests/unit/engine/test_repeatability.py", "-k", "twice and cpu and lenet5"]
     selection += ["-k", os.environ["GPU_CHECK_TESTS_K"]] if os.environ.get("GPU_CHECK_TESTS_K") else []
     args = [sys.executable, "-m", "pytest", "-v", "-p", "no:cacheprovider", *selection]
     seconds = float(os.environ.get("GPU_CHECK_TEST_SECONDS", "130"))
@@ -197,7 +197,7 @@ def part_workloads(device: str, tiny: bool) -> Iterator[str]:
 def part_rates(device: str, tiny: bool) -> Iterator[str]:
     """The plan's probes on this device for the paper profile (``tiny``: the smoke profile of one
     notebook), one probe a side of each ratio, cached as they end; then the plan they give."""
-    from fedlib.core import store
+    from fedlib import store
     from fedlib.orchestration import resources, timing
     from fedlib.paper.plan import format_plan, plan_frame
     from fedlib.paper.reproduce.declared import notebook_runs
@@ -300,8 +300,8 @@ def part_profile(device: str, tiny: bool) -> str:
     from torch.profiler import ProfilerActivity, profile
 
     from benchmarks.op_count import count_config
-    from fedlib.core import engine
-    from fedlib.core.client_training import client_setup
+    from fedlib.algorithms.client_training import client_setup
+    from fedlib.engine import engine
 
     model_name = "lenet5" if tiny else "mobilenetv2"
     cfg = count_config(model_name, "fedvls", batch_size=8 if tiny else 64).replace(device=device)

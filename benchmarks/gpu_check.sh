@@ -24,7 +24,7 @@ if [ "${1:-}" = "--prepare-carry" ]; then  # here, before a device call: gzip da
     for f in "$src"/*-ubyte; do gzip -c "$f" > ".carry/$name/raw/$(basename "$f").gz"; done
   done
   # the commit and a digest of fedlib/, so runs on the copy (which has no git) record their code revision
-  ${PYTHON:-.venv/bin/python} -c 'from fedlib.core import store; print(store.code_revision_stamp())' || exit 2
+  ${PYTHON:-.venv/bin/python} -c 'from fedlib import store; print(store.code_revision_stamp())' || exit 2
   du -sh .carry; exit 0
 fi
 PY=${PYTHON:-python3}
@@ -49,7 +49,7 @@ RESULTS=benchmarks/RESULTS-gpu.md
   echo "# GPU check (benchmarks/gpu_check.sh)"
   echo
   # fedlib's own reading: git where it is current, else the commit a copy was stamped with
-  echo "Code $("$PY" -c 'from fedlib.core import store; print(store.code_revision()[:12])' 2>/dev/null || echo unknown), $(date -u '+%Y-%m-%d %H:%M UTC'), arguments: ${ARGS[*]}."
+  echo "Code $("$PY" -c 'from fedlib import store; print(store.code_revision()[:12])' 2>/dev/null || echo unknown), $(date -u '+%Y-%m-%d %H:%M UTC'), arguments: ${ARGS[*]}."
   echo "Each part ran under its own time limit; a part that ran out says so. Regenerate with the same command."
 } > "$RESULTS"
 for entry in "${PARTS[@]}"; do

@@ -34,13 +34,13 @@ from dataclasses import dataclass, field
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from fedlib.algorithms import method_class
-from fedlib.core import engine
-from fedlib.core.backends import stacked, stacked_batches
-from fedlib.core.client_training import client_setup, seeded_batches
+from fedlib.algorithms.client_training import client_setup, seeded_batches
 from fedlib.core.config import RunConfig
+from fedlib.core.registry import method_class
 from fedlib.core.state import keyed_seed, sample_clients
 from fedlib.datasets.augment import augment_spec, prepare_batch
+from fedlib.engine import engine
+from fedlib.engine.backends import stacked, stacked_batches
 
 # ops that make the host wait for the device: a value read back, or an output sized by the data
 SYNC_OPS = {"_local_scalar_dense", "nonzero", "masked_select", "_unique2", "unique_dim", "unique_consecutive",

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import torch
 
-from fedlib.core import engine
 from fedlib.core.config import RunConfig
+from fedlib.engine import engine
 
 # A run that trains in seconds on the CPU: synthetic data, an MLP, four Dir(0.5) clients, three rounds.
 TINY_RUN = dict(dataset="synthetic", model="mlp", partition="dirichlet", beta=0.5, clients=4, rounds=3,

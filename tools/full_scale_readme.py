@@ -36,14 +36,14 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from fedlib.core.store import RunRecord  # noqa: E402
 from fedlib.paper.grids import fedlmd, fedvls, pkd  # noqa: E402
 from fedlib.paper.plan import notebook_parameters  # noqa: E402
+from fedlib.reporting.intervals import BEATS, TRAILS, Difference, seed_mean  # noqa: E402
 from fedlib.reporting.notebook import load_profiles  # noqa: E402
 from fedlib.reporting.paper_numbers import RESULTS_DIR, parse_setting  # noqa: E402
-from fedlib.reporting.intervals import BEATS, TRAILS, Difference, seed_mean  # noqa: E402
 from fedlib.reporting.plots import display_name  # noqa: E402
 from fedlib.reporting.tables import DIVERGED, NOT_RUN, setting_label  # noqa: E402
+from fedlib.store import RunRecord  # noqa: E402
 
 README = ROOT / "README.md"
 TABLES = ROOT / "tables" / "paper"

@@ -31,11 +31,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from fedlib.core import store  # noqa: E402
-from fedlib.core.store.record import MODEL_READS_ENV  # noqa: E402
+from fedlib import store  # noqa: E402
 from fedlib.errors import FedlibError  # noqa: E402
 from fedlib.paper.reproduce import find_notebooks, load_profiles  # noqa: E402
 from fedlib.reporting import retrain_time  # noqa: E402
+from fedlib.store.record import MODEL_READS_ENV  # noqa: E402
 from tools.park_run import git_commit  # noqa: E402  (one git-commit helper for the tools that commit runs)
 
 PROFILE = "lesson"

@@ -30,7 +30,7 @@ ROOT = Path(__file__).resolve().parents[1]
 PARKED = ROOT / "parked"
 sys.path.insert(0, str(ROOT))
 
-from fedlib.core import store  # noqa: E402
+from fedlib import store  # noqa: E402
 
 KEEP = ("checkpoint.pt", "config.json", "meta.json", "rounds.jsonl")
 

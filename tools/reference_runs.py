@@ -25,7 +25,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from fedlib.core import engine, store  # noqa: E402
+from fedlib import store  # noqa: E402
+from fedlib.engine import engine
 from fedlib.errors import FedlibError  # noqa: E402
 from fedlib.orchestration.resources import apply_thread_budget  # noqa: E402
 from fedlib.paper.plan import declared_configs  # noqa: E402

@@ -31,8 +31,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from fedlib.core import determinism, engine, store  # noqa: E402
+from fedlib import store  # noqa: E402
+from fedlib.core import determinism
 from fedlib.core.config import RunConfig  # noqa: E402
+from fedlib.engine import engine
 from fedlib.errors import FedlibError  # noqa: E402
 from fedlib.orchestration.resources import apply_thread_budget  # noqa: E402
 

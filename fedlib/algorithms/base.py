@@ -161,7 +161,7 @@ class Algorithm:
     exclusive_hooks: ClassVar[tuple[str, ...]] = ("loss", "penalty", "before_step", "train_step", "aggregate",
                                                   "make_optimizer", "objective", "eval_model")
     # why a composition with this method runs its parts in the order given (None: any order computes
-    # the same, so a composition takes one canonical order, fedlib.algorithms.canonical_method)
+    # the same, so a composition takes one canonical order, fedlib.core.registry.canonical_method)
     order_matters: ClassVar[str | None] = None
     # arguments added after results were stored, with the value that reproduces the earlier
     # computation: at that value they stay out of the config hash (stored hashes do not move)

@@ -15,9 +15,9 @@ from __future__ import annotations
 import torch.nn.functional as F
 from torch import Tensor
 
-from fedlib.algorithms import register
 from fedlib.algorithms._common import GLOBAL_TEACHER, global_teacher
 from fedlib.algorithms.base import NON_NEGATIVE, Algorithm, ClientContext, Outputs
+from fedlib.core.registry import register
 
 
 def local_loss(logits: Tensor, features: Tensor, global_features: Tensor, labels: Tensor,

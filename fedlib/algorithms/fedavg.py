@@ -4,8 +4,8 @@ Everything lives in :class:`fedlib.algorithms.base.Algorithm`, whose hooks *are*
 file only registers it under its name.
 """
 
-from fedlib.algorithms import register
 from fedlib.algorithms.base import Algorithm
+from fedlib.core.registry import register
 
 
 @register

@@ -15,9 +15,9 @@ from __future__ import annotations
 import torch.nn.functional as F
 from torch import Tensor
 
-from fedlib.algorithms import register
 from fedlib.algorithms._common import GLOBAL_TEACHER, full_kl, global_teacher
 from fedlib.algorithms.base import NON_NEGATIVE, POSITIVE, Algorithm, ClientContext, Outputs
+from fedlib.core.registry import register
 
 
 def local_loss(logits: Tensor, global_logits: Tensor, labels: Tensor, tau: float = 1.0,

@@ -20,8 +20,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from fedlib.algorithms import register
 from fedlib.algorithms.base import POSITIVE, Algorithm, ClientUpdate, Range, weighted_average
+from fedlib.core.registry import register
 
 MOMENTUM_KEY = "fedavgm_momentum"
 

@@ -32,9 +32,9 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from fedlib.algorithms import register
 from fedlib.algorithms.base import (
     COUNT, NON_NEGATIVE_COUNT, Algorithm, ClientContext, ClientUpdate, weighted_average)
+from fedlib.core.registry import register
 from fedlib.core.state import ServerState
 from fedlib.errors import FedlibError
 

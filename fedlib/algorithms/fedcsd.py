@@ -33,8 +33,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from fedlib.algorithms import register
 from fedlib.algorithms.base import POSITIVE, UNIT_INTERVAL, Algorithm, ClientContext, Outputs
+from fedlib.core.registry import register
 from fedlib.core.state import ServerState, keyed_seed
 from fedlib.errors import FedlibError, one_of
 

@@ -29,9 +29,9 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.nn.utils import parameters_to_vector
 
-from fedlib.algorithms import register
 from fedlib.algorithms._common import round_cache
 from fedlib.algorithms.base import COUNT, NON_NEGATIVE, Algorithm, ClientContext, ClientUpdate
+from fedlib.core.registry import register
 
 STATE_KEY = "fedcurv"
 

@@ -27,8 +27,8 @@ from typing import Any
 
 from torch import Tensor, nn
 
-from fedlib.algorithms import register
 from fedlib.algorithms.base import POSITIVE, Algorithm, ClientUpdate, weighted_average
+from fedlib.core.registry import register
 
 PREVIOUS_KEY = "fedexp_previous_params"
 STEP_KEY = "fedexp_eta_g"

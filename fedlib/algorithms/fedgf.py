@@ -33,10 +33,10 @@ from typing import Callable
 import torch
 from torch import Tensor, nn
 
-from fedlib.algorithms import register
 from fedlib.algorithms._common import global_teacher
 from fedlib.algorithms.base import COUNT, NON_NEGATIVE, UNIT_INTERVAL, Algorithm, ClientContext, ClientUpdate
 from fedlib.algorithms.fedsam import ascent_perturbation, sam_step
+from fedlib.core.registry import register
 from fedlib.core.state import ServerState
 
 ROUND_START = "fedgf_round_start"  # cache key of the global model the round's clients received

@@ -19,8 +19,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from fedlib.algorithms import register
 from fedlib.algorithms.base import COUNT, NON_NEGATIVE, POSITIVE, Algorithm, ClientContext, Outputs
+from fedlib.core.registry import register
 from fedlib.core.state import ServerState
 
 HISTORY = "fedgkd_history"

@@ -21,8 +21,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from fedlib.algorithms import register
 from fedlib.algorithms.base import POSITIVE, Algorithm, ClientContext, Outputs
+from fedlib.core.registry import register
 
 
 def calibrated_logits(logits: Tensor, class_counts: Tensor, tau: float = 0.5) -> Tensor:

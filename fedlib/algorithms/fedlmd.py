@@ -24,10 +24,10 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from fedlib.algorithms import register
 from fedlib.algorithms._common import (GLOBAL_TEACHER, TEACHER_MODES, global_teacher, majority_classes,
                                        masked_kl, masked_log_softmax, true_class_mask)
 from fedlib.algorithms.base import NON_NEGATIVE, POSITIVE, Algorithm, ClientContext, Outputs
+from fedlib.core.registry import register
 from fedlib.errors import one_of
 
 VARIANTS = ("paper", "official")

@@ -29,10 +29,10 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from fedlib.algorithms import register
 from fedlib.algorithms import fedlmd
 from fedlib.algorithms._common import GLOBAL_TEACHER, TEACHER_MODES, global_teacher, majority_classes, masked_kl
 from fedlib.algorithms.base import NON_NEGATIVE, POSITIVE, Algorithm, ClientContext, Outputs, Range
+from fedlib.core.registry import register
 from fedlib.errors import FedlibError
 
 

@@ -30,8 +30,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from fedlib.algorithms import register
 from fedlib.algorithms.base import NON_NEGATIVE, Algorithm, ClientContext, Outputs
+from fedlib.core.registry import register
 
 VARIANCE_EPS = 1e-8  # added to the per-dimension variance before the square root (official)
 

@@ -25,8 +25,8 @@ from typing import Any
 
 from torch import Tensor
 
-from fedlib.algorithms import register
 from fedlib.algorithms.base import Algorithm, ClientUpdate, weighted_average
+from fedlib.core.registry import register
 from fedlib.errors import FedlibError
 
 TAU_KEY = "fednova_tau_eff"

@@ -25,9 +25,9 @@ from __future__ import annotations
 import torch.nn.functional as F
 from torch import Tensor
 
-from fedlib.algorithms import register
 from fedlib.algorithms._common import GLOBAL_TEACHER, TEACHER_MODES, global_teacher, masked_kl, true_class_mask
 from fedlib.algorithms.base import NON_NEGATIVE, POSITIVE, Algorithm, ClientContext, Outputs
+from fedlib.core.registry import register
 
 
 def not_true_kl(logits: Tensor, global_logits: Tensor, labels: Tensor, tau: float = 1.0) -> Tensor:

@@ -24,8 +24,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from fedlib.algorithms import register
 from fedlib.algorithms.base import NON_NEGATIVE, Algorithm, ClientContext, ClientUpdate, Outputs
+from fedlib.core.registry import register
 from fedlib.core.state import ClientData, ServerState
 from fedlib.errors import FedlibError
 
@@ -82,7 +82,7 @@ class FedProto(Algorithm):
         super().setup(server)
         feature_dim = getattr(server.model, "feature_dim", None)
         if feature_dim is None:
-            raise FedlibError("fedproto needs a model with a feature_dim attribute (a fedlib.core.models model)")
+            raise FedlibError("fedproto needs a model with a feature_dim attribute (a fedlib.models model)")
         server.extras[PROTOTYPES] = torch.zeros(server.num_classes, feature_dim, device=server.device)
         server.extras[AVAILABLE] = torch.zeros(server.num_classes, device=server.device)
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from fedlib.algorithms import register
 from fedlib.algorithms.base import NON_NEGATIVE, Algorithm, ClientContext
+from fedlib.core.registry import register
 
 
 @register

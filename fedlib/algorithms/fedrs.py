@@ -17,9 +17,9 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from fedlib.algorithms import register
 from fedlib.algorithms._common import vacant_classes
 from fedlib.algorithms.base import Algorithm, ClientContext, Outputs, Range
+from fedlib.core.registry import register
 
 
 def restricted_logits(logits: Tensor, class_counts: Tensor, alpha: float = 0.7) -> Tensor:

@@ -25,8 +25,8 @@ from typing import Callable, Iterator
 import torch
 from torch import Tensor, nn
 
-from fedlib.algorithms import register
 from fedlib.algorithms.base import NON_NEGATIVE, Algorithm, ClientContext
+from fedlib.core.registry import register
 
 
 @register

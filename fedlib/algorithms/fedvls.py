@@ -27,10 +27,10 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from fedlib.algorithms import register
 from fedlib.algorithms._common import (GLOBAL_TEACHER, global_teacher, log_prior, masked_kl,
                                        true_class_mask, vacant_classes)
 from fedlib.algorithms.base import NON_NEGATIVE, Algorithm, ClientContext, Outputs
+from fedlib.core.registry import register
 from fedlib.errors import FedlibError, one_of
 
 VARIANTS = ("paper", "official")

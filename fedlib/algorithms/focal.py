@@ -15,8 +15,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from fedlib.algorithms import register
 from fedlib.algorithms.base import NON_NEGATIVE, Algorithm, ClientContext, Outputs
+from fedlib.core.registry import register
 
 
 def focal_loss(logits: Tensor, labels: Tensor, gamma: float = 2.0) -> Tensor:

@@ -12,8 +12,8 @@ from __future__ import annotations
 import torch.nn.functional as F
 from torch import Tensor
 
-from fedlib.algorithms import register
 from fedlib.algorithms.base import UNIT_INTERVAL, Algorithm, ClientContext, Outputs
+from fedlib.core.registry import register
 
 
 @register

@@ -29,10 +29,10 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from fedlib.algorithms import register
 from fedlib.algorithms._common import global_teacher, round_cache
 from fedlib.algorithms.base import (
     NON_NEGATIVE, POSITIVE, Algorithm, ClientContext, ClientUpdate, Outputs, weighted_average)
+from fedlib.core.registry import register
 
 PREVIOUS_KEY = "moon_previous"
 HEAD_KEY = "moon_head"

@@ -36,10 +36,10 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from fedlib.algorithms import register
 from fedlib.algorithms.base import (
     NON_NEGATIVE, NON_NEGATIVE_COUNT, POSITIVE, Algorithm, ClientContext, ClientUpdate, Outputs, Range)
-from fedlib.core.client_training import fit_client, seeded_batches
+from fedlib.algorithms.client_training import fit_client, seeded_batches
+from fedlib.core.registry import register
 from fedlib.core.state import ClientData, ServerState, keyed_seed, sample_clients
 from fedlib.errors import FedlibError, one_of
 from fedlib.measures.weak_classes import (GROUPINGS, check_groups, class_statistics, discover_groups,
@@ -132,7 +132,7 @@ _FEDAVG = Algorithm()  # an expert's local training: plain FedAvg (cross-entropy
 
 def _expert_round(server: ServerState, expert: nn.Module, local: nn.Module, group: Sequence[int],
                   round_index: int, local_epochs: int, expert_index: int) -> float:
-    """One FedAvg round of an expert (updated in place) by :mod:`fedlib.core.client_training`, seeded
+    """One FedAvg round of an expert (updated in place) by :mod:`fedlib.algorithms.client_training`, seeded
     apart from the run's rounds; returns the round's cost in U."""
     cfg = server.cfg
     clients = sample_clients(keyed_seed(cfg.seed, EXPERT_KEY, expert_index), round_index, cfg.clients,

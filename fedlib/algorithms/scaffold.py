@@ -30,9 +30,9 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from fedlib.algorithms import register
 from fedlib.algorithms.base import Algorithm, ClientContext, ClientUpdate
 from fedlib.algorithms.fednova import momentum_path_length
+from fedlib.core.registry import register
 
 SERVER_KEY = "scaffold_c"
 CLIENTS_KEY = "scaffold_c_clients"

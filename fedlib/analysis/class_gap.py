@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 from torch import Tensor
 
-from fedlib.core import store
+from fedlib import store
 from fedlib.core.config import RunConfig
 from fedlib.errors import FedlibError
 from fedlib.measures.metrics import accuracy_spread
@@ -117,7 +117,7 @@ def track_class_statistics(cfg: RunConfig, results_dir: str | os.PathLike | None
     statistics.json``: a second call with the same config reads the file instead of training.
     When the store has no run of ``cfg`` yet, the tracked run is stored too.
     """
-    from fedlib.core.engine import run
+    from fedlib.engine.engine import run
 
     path = store.analysis_cache(results_dir, ANALYSIS_FOLDER, f"{cfg.hash()}-class-statistics.json")
     if path.exists():

@@ -33,12 +33,12 @@ import pandas as pd
 import torch
 from torch import nn
 
+from fedlib import store
 from fedlib.algorithms.base import Algorithm, ClientContext, weighted_average
-from fedlib.core import store
-from fedlib.core.client_training import train_client
+from fedlib.algorithms.client_training import train_client
 from fedlib.core.config import RunConfig
-from fedlib.core.engine import RunResult, prepare
 from fedlib.core.state import ServerState, keyed_seed
+from fedlib.engine.engine import RunResult, prepare
 from fedlib.errors import FedlibError
 from fedlib.measures import metrics
 

@@ -9,7 +9,7 @@ method's local objective, then measure on the test set
 - the class-wise accuracy of the model the server aggregates from those local models.
 
 Any registered method name works; the local training, the aggregation rule and the evaluation
-are the engine's own (:func:`fedlib.core.client_training.train_client`, the method's ``aggregate``).
+are the engine's own (:func:`fedlib.algorithms.client_training.train_client`, the method's ``aggregate``).
 
 Given a results store, :func:`local_update` caches its result as ``<store>/local_update/<key>.npz``
 (read from the committed reference store too, ``store.analysis_cache``), so a notebook that
@@ -30,11 +30,11 @@ import numpy as np
 import torch
 from torch import nn
 
-from fedlib.core import store
-from fedlib.core.client_training import train_client
+from fedlib import store
+from fedlib.algorithms.client_training import train_client
 from fedlib.core.config import RunConfig
-from fedlib.core.engine import prepare
 from fedlib.core.state import FederatedData
+from fedlib.engine.engine import prepare
 from fedlib.errors import FedlibError
 from fedlib.measures import metrics
 

@@ -20,7 +20,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from fedlib.core import store
+from fedlib import store
 from fedlib.core.config import RunConfig
 from fedlib.errors import FedlibError
 
@@ -106,7 +106,7 @@ def prediction_history(cfg: RunConfig, results_dir: str | os.PathLike | None = N
     earlier without them is recomputed beside the store (``engine.run``'s rule for hooks), so
     the stored record is never mixed with rounds of another computation.
     """
-    from fedlib.core.engine import run  # imported here: engine imports many modules
+    from fedlib.engine.engine import run  # imported here: engine imports many modules
 
     record = store.served_record(cfg, results_dir)
     if record is not None and _has_histograms(rounds := record.read_rounds()):

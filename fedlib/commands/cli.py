@@ -58,7 +58,7 @@ def _cores() -> int:
 
 
 def _add_data_arguments(p: argparse.ArgumentParser) -> None:
-    from fedlib.core import models
+    from fedlib import models
     from fedlib.datasets import data, partition
     from fedlib.datasets.augment import AUGMENTATIONS
 
@@ -95,7 +95,7 @@ def _add_data_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _add_training_arguments(p: argparse.ArgumentParser) -> None:
-    from fedlib.algorithms import method_names
+    from fedlib.core.registry import method_names
 
     p.add_argument("--method", default="fedavg", help=f"one of {_names(method_names())}, or several joined by '+' "
                    "(fedlmd+fedprox); fedlib methods lists their arguments")
@@ -255,8 +255,8 @@ def _method_args(pairs: list[str]) -> dict[str, str]:
 
 def config_from_args(ns: argparse.Namespace):
     """The RunConfig an argument namespace describes (validated)."""
-    from fedlib.algorithms import method_class, resolve_hparams
     from fedlib.core.config import RunConfig
+    from fedlib.core.registry import method_class, resolve_hparams
 
     raw = _method_args(ns.method_arg)
     typed = resolve_hparams(method_class(ns.method), raw, ns.dataset)
@@ -373,7 +373,7 @@ def result_json(result) -> dict[str, Any]:
 
 # ====================================================================== run
 def _cmd_run(ns: argparse.Namespace, argv: Sequence[str]) -> int:
-    from fedlib.core.engine import run
+    from fedlib.engine.engine import run
     from fedlib.orchestration.resources import apply_thread_budget
 
     cfg = config_from_args(ns)
@@ -431,7 +431,7 @@ def chance_hint(result) -> str | None:
 
 def interrupted_line(cfg, no_store: bool, argv: Sequence[str]) -> str:
     """The one line a Ctrl-C leaves: where the run was checkpointed and the command that resumes it."""
-    from fedlib.core import store
+    from fedlib import store
 
     command = command_line(argv)
     if no_store:
@@ -462,8 +462,8 @@ def _filters(ns: argparse.Namespace) -> dict[str, str]:
 
 
 def _cmd_list(ns: argparse.Namespace) -> int:
+    from fedlib import store
     from fedlib.commands import listing
-    from fedlib.core import store
 
     filters = _filters(ns)
     root = store.results_root(ns.results)
@@ -500,8 +500,8 @@ def _cmd_show(ns: argparse.Namespace) -> int:
 
 
 def _cmd_export(ns: argparse.Namespace) -> int:
+    from fedlib import store
     from fedlib.commands import export, listing
-    from fedlib.core import store
 
     filters = _filters(ns)
     export.summary_api()  # the missing package is reported before anything is read
@@ -520,7 +520,7 @@ def _cmd_export(ns: argparse.Namespace) -> int:
 
 
 def _cmd_migrate(ns: argparse.Namespace) -> int:
-    from fedlib.core import store
+    from fedlib import store
 
     root = (store.reference_root() or store.REFERENCE_RESULTS) if ns.reference else store.results_root(ns.results)
     if not root.is_dir():
@@ -531,7 +531,7 @@ def _cmd_migrate(ns: argparse.Namespace) -> int:
 
 
 def _cmd_methods(ns: argparse.Namespace) -> int:
-    from fedlib.algorithms import get_class, method_names
+    from fedlib.core.registry import get_class, method_names
 
     for name in method_names(include_aliases=False):
         klass = get_class(name)

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
-from fedlib.core import store
+from fedlib import store
 from fedlib.core.config import LOCATION_FIELDS, RunConfig, hash_with_unread_settings
 from fedlib.errors import FedlibError, one_of
 
@@ -185,8 +185,8 @@ def _matching(root: Path, prefix: str) -> dict[str, store.RunRecord]:
 # ====================================================================== filters and sorting
 def check_filters(method: str | None, dataset: str | None, model: str | None, status: str | None) -> None:
     """One line for a filter value that no run can have (an unknown name)."""
-    from fedlib.algorithms import method_class
-    from fedlib.core import models
+    from fedlib import models
+    from fedlib.core.registry import method_class
     from fedlib.datasets import data
 
     if dataset is not None and dataset not in data.DATASETS:
@@ -224,7 +224,7 @@ def _config_matches(cfg: RunConfig, wanted: set[str] | None, dataset: str | None
 
 
 def _method_parts(method: str) -> set[str]:
-    from fedlib.algorithms import canonical_method
+    from fedlib.core.registry import canonical_method
 
     return set(canonical_method(method).split("+"))
 

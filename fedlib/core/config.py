@@ -16,8 +16,8 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
-from fedlib.algorithms import canonical_method, check_method, method_class, resolve_hparams
 from fedlib.core.determinism import default_deterministic
+from fedlib.core.registry import canonical_method, check_method, method_class, resolve_hparams
 from fedlib.errors import FedlibError, one_of
 from fedlib.folders import user_folder
 
@@ -87,9 +87,9 @@ class RunConfig:
     data_dir: str | None = None
     results_dir: str | None = None
     download: bool = False
-    # local training: sequential | threads | stacked | auto (fedlib.core.backends.threaded, .stacked);
+    # local training: sequential | threads | stacked | auto (fedlib.engine.backends.threaded, .stacked);
     # default $FEDLIB_BACKEND, else auto: threads on a CPU, on a GPU the fastest path verified there
-    # (fedlib.core.backend_choice; fast paths fall back to sequential where a method needs it)
+    # (fedlib.engine.backend_choice; fast paths fall back to sequential where a method needs it)
     backend: str = field(default_factory=lambda: os.environ.get("FEDLIB_BACKEND") or DEFAULT_BACKEND)
     channels_last: bool = False  # image batches and conv weights in NHWC memory layout
     # on CUDA, deterministic kernels (bit-identical repeat runs); False trades that for speed (fedlib.core.determinism);
@@ -300,7 +300,7 @@ def _require(condition: bool, message: str) -> None:
 
 def _check_names(cfg: RunConfig) -> None:
     """Unknown dataset / model / method / partition names give one line listing the valid ones."""
-    from fedlib.core import models
+    from fedlib import models
     from fedlib.datasets import data, partition
 
     if cfg.dataset not in data.DATASETS:

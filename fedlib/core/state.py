@@ -1,4 +1,4 @@
-"""Run state and data types, the bottom floor of a run: what every other layer talks about.
+"""Run state and data types, the top of the core's vocabulary: what every layer above talks about.
 
 - :func:`keyed_seed`, :func:`sample_clients`: randomness is keyed, not streamed. The clients of
   round r come from (seed, r); client k's data order, augmentation and dropout in round r from
@@ -21,10 +21,10 @@ import torch
 from torch import Tensor, nn
 
 from fedlib.core.config import RunConfig
-from fedlib.core.models import build_model
 from fedlib.datasets.augment import AugmentSpec, apply_augmentation, draw_augmentation, prepare_batch
 from fedlib.datasets.data import Dataset
 from fedlib.datasets.partition import Partition
+from fedlib.models import build_model
 
 
 # ====================================================================== seeds
@@ -145,7 +145,7 @@ class TrainBatches:
     """A client's training batches, an iterator of (x, y): each batch's indices, then its
     augmentation's random numbers, drawn from one generator. Its parts are open so that the
     stacked path can draw many clients' batches at once with the same numbers
-    (:mod:`fedlib.core.backends.stacked_batches`)."""
+    (:mod:`fedlib.engine.backends.stacked_batches`)."""
 
     def __init__(self, client: ClientData, indices: Iterator[Tensor], generator: torch.Generator):
         self.client, self.indices, self.generator = client, indices, generator

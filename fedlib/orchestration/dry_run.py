@@ -55,7 +55,7 @@ def dry_run_config(cfg: RunConfig, min_rounds: int = 1, device: str = "cpu") -> 
     changes, if anything: ``min_rounds`` round(s) of one local epoch on ``device``, on the
     sequential reference path (the one a clock hook can time client by client), evaluated after
     the last round, a temporary results folder."""
-    from fedlib.algorithms import method_class
+    from fedlib.core.registry import method_class
 
     changes, rounds, note = method_class(cfg.method).short_run(cfg.method_args, min_rounds)
     dry = cfg.replace(rounds=rounds, local_epochs=1, method_args={**cfg.method_args, **changes}, device=device,
@@ -112,7 +112,7 @@ def _real_size(cfg: RunConfig) -> str:
 
 def _timed_run(dry: RunConfig, real: bool, results_dir: str) -> dict:
     """Run ``dry`` with a clock on every round; the measured columns of its row."""
-    from fedlib.core import engine
+    from fedlib.engine import engine
 
     clock = RoundClock()
     with warnings.catch_warnings(record=True) as caught:
@@ -131,7 +131,7 @@ def _timed_run(dry: RunConfig, real: bool, results_dir: str) -> dict:
 
 def _method_notes(dry: RunConfig, result) -> list[str]:
     """What a reader of the row must know: a method path the slice did not reach."""
-    from fedlib.algorithms import method_class
+    from fedlib.core.registry import method_class
 
     missed = method_class(dry.method).short_run_missed(result.rounds)
     notes = [missed] if missed else []
@@ -198,7 +198,7 @@ def _slice_candidates(dry: RunConfig, images_per_client: int, test_images: int |
 
 def _drawable(cfg: RunConfig, real: bool) -> bool:
     """Whether the engine can draw ``cfg``'s partition from its slice (the call engine.prepare makes)."""
-    from fedlib.core import engine
+    from fedlib.engine import engine
 
     # a stand-in's labels and groups do not depend on its pixels
     dataset = engine.load_run_dataset(cfg, data_source(cfg, real, image_size=1))
@@ -234,7 +234,7 @@ def data_source(cfg: RunConfig, real: bool, image_size: int | None = None) -> Da
 def _forget_datasets(tidy: bool) -> None:
     """Drop the engine's datasets; ``tidy`` also hands freed memory back to the system, so that
     the next config's peak starts from what this process really holds."""
-    from fedlib.core import engine
+    from fedlib.engine import engine
 
     engine.forget_datasets()
     if tidy:
@@ -330,8 +330,8 @@ def forward_flops(cfg: RunConfig) -> float:
     import torch
     from torch.utils.flop_counter import FlopCounterMode
 
-    from fedlib.core.models import build_model
     from fedlib.datasets import data
+    from fedlib.models import build_model
 
     shape = data.dataset_shape(cfg.dataset, **data.split_option(cfg.dataset_options)[1])
     model = build_model(cfg.model, shape.num_classes, in_channels=shape.channels, image_size=shape.image_size).eval()

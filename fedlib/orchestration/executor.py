@@ -14,7 +14,7 @@ store already holds and trains the rest on an executor:
   (:func:`fedlib.orchestration.resources.gpu_share`) when the cluster has GPUs, else for CPUs only.
 
 The results store keeps the executors honest. A worker claims a run before it trains it
-(:meth:`fedlib.core.store.RunRecord.claim`), so a run that another process or another executor is
+(:meth:`fedlib.store.RunRecord.claim`), so a run that another process or another executor is
 training is not trained twice: it waits, and is counted as finished elsewhere once that process
 stores it, or trained here (resuming from its checkpoint) if that process dies. A worker that
 dies mid-run (killed, preempted, out of memory) is replaced and its run is given again, up to
@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
-from fedlib.core import store
+from fedlib import store
 from fedlib.core.config import RunConfig
 from fedlib.errors import FedlibError, one_of
 from fedlib.orchestration import resources

@@ -15,9 +15,9 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 import pandas as pd
 
-from fedlib.core import store
+from fedlib import store
 from fedlib.core.config import RunConfig
-from fedlib.core.engine import NotRun, RunResult, render_only, run
+from fedlib.engine.engine import NotRun, RunResult, render_only, run
 from fedlib.errors import FedlibError
 
 

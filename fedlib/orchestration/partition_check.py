@@ -65,8 +65,8 @@ def check_partitions(configs: dict[str, tuple], csv_path: str | os.PathLike | No
 
 
 def _check_one(cfg: RunConfig, count: int, notebooks: Sequence[str]) -> dict:
-    from fedlib.core import engine
     from fedlib.datasets import data
+    from fedlib.engine import engine
     from fedlib.orchestration.dry_run import draw_partition
 
     row = {name: getattr(cfg, name) for name in PARTITION_FIELDS}
@@ -89,7 +89,7 @@ def _check_one(cfg: RunConfig, count: int, notebooks: Sequence[str]) -> dict:
 
 
 def _forget_datasets() -> None:
-    from fedlib.core import engine
+    from fedlib.engine import engine
 
     engine.forget_datasets()
 

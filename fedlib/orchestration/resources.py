@@ -110,14 +110,14 @@ def run_gpu_bytes(cfg) -> int:
     """Estimated GPU memory of one run of ``cfg``: the process's CUDA context, its dataset (uint8,
     on the device whole), the global and working models, and the clients it trains at once (the
     round's clients on the stacked path, else one) with their parameters, gradients, momentum and
-    one batch of activations (:func:`fedlib.core.backends.stacked.bytes_per_client`)."""
+    one batch of activations (:func:`fedlib.engine.backends.stacked.bytes_per_client`)."""
     import torch
 
-    from fedlib.core.backend_choice import choose_backend
-    from fedlib.core.backends import stacked
-    from fedlib.core.models import build_model
     from fedlib.core.state import sample_clients
     from fedlib.datasets import data
+    from fedlib.engine.backend_choice import choose_backend
+    from fedlib.engine.backends import stacked
+    from fedlib.models import build_model
 
     options = {k: v for k, v in cfg.dataset_options.items() if k != "split"}
     shape = data.dataset_shape(cfg.dataset, **options)

@@ -41,10 +41,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Sequence
 
-from fedlib.core import store
+from fedlib import store
 from fedlib.core.config import RunConfig
-from fedlib.core.store.provenance import cpu_model
 from fedlib.folders import env_folder
+from fedlib.store.provenance import cpu_model
 
 RATIO_KIND = ("cifar10", "cnn2")  # where a method's cost relative to FedAvg is measured
 PROBE_CLIENTS = 2  # a probe trains on each of this many clients (more where the method needs them)
@@ -67,7 +67,7 @@ def device_label(device: str = "auto") -> str:
     """The device a plan's hours are for, in words: 'cpu (1 thread, AMD EPYC, x86_64)' or the GPU's name."""
     import torch
 
-    from fedlib.core.engine import resolve_device
+    from fedlib.engine.engine import resolve_device
 
     resolved = resolve_device(device)
     if resolved.type == "cuda":
@@ -78,7 +78,7 @@ def device_label(device: str = "auto") -> str:
 
 def hours_unit(device: str = "auto") -> str:
     """'GPU-hours' or 'CPU-hours': what a plan on ``device`` counts."""
-    from fedlib.core.engine import resolve_device
+    from fedlib.engine.engine import resolve_device
 
     return "GPU-hours" if resolve_device(device).type == "cuda" else "CPU-hours"
 
@@ -184,7 +184,7 @@ def plan_rates(configs: Sequence[RunConfig], results_dir: str | os.PathLike | No
     when ``probe``). Without ``probe_ratios`` a method whose ratio to FedAvg no probe has
     measured yet counts as costly as FedAvg (a notebook's own plan: two probes per (dataset,
     model), seconds)."""
-    from fedlib.core.engine import resolve_device
+    from fedlib.engine.engine import resolve_device
 
     rates = Rates(device=device, cache=ProbeCache.for_device(device), ratios_assumed=not probe_ratios)
     device_type = resolve_device(device).type
@@ -200,7 +200,7 @@ def committed_gpu_rates(configs: Sequence[RunConfig], results_dir: str | os.Path
     """GPU name -> rates for ``configs`` on that card, probing nothing: the card's committed probes
     (:data:`COMMITTED_RATES`) and the stored runs trained on CUDA (any card); a method whose ratio the
     card lacks counts as FedAvg. What a plan on a CPU prints beside its CPU-hours."""
-    from fedlib.core.engine import resolve_device
+    from fedlib.engine.engine import resolve_device
 
     if resolve_device("auto").type == "cuda":
         return {}  # a plan on a GPU machine measures its own card
@@ -320,10 +320,10 @@ def probe_eval_seconds_per_image(cfg: RunConfig, device: str = "auto", images: i
 
     import torch
 
-    from fedlib.core.engine import resolve_device
-    from fedlib.core.models import build_model
     from fedlib.core.state import eval_batch_size
+    from fedlib.engine.engine import resolve_device
     from fedlib.errors import FedlibError
+    from fedlib.models import build_model
 
     shape = data_shape(cfg)
     target = resolve_device(device)

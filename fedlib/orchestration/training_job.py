@@ -8,7 +8,7 @@ import socket
 import time
 import warnings
 
-from fedlib.core import store
+from fedlib import store
 from fedlib.core.config import RunConfig
 from fedlib.errors import one_line
 from fedlib.orchestration import resources
@@ -23,7 +23,7 @@ def train_one(config: dict, threads: int) -> dict:
     Returns a dict: ``status`` (done, diverged, elsewhere: the store served it, claimed: another
     live process holds it, failed), ``error``, ``seconds``, ``best_accuracy``, ``worker``, ``notes``
     (the run's provenance warnings: a resume with other arithmetic or code, for one)."""
-    from fedlib.core import engine
+    from fedlib.engine import engine
 
     resources.set_thread_budget(threads=threads)
     worker, notes = f"{socket.gethostname()}:{os.getpid()}", []
@@ -46,7 +46,7 @@ def train_one(config: dict, threads: int) -> dict:
 def _run_noting(cfg: RunConfig, notes: list[str]):
     """``engine.run(cfg)`` with its warnings kept off the screen; the provenance ones go to ``notes``
     for the summary (diverged runs are reported there by status)."""
-    from fedlib.core import engine
+    from fedlib.engine import engine
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")

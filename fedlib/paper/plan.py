@@ -23,10 +23,10 @@ from typing import Sequence
 
 import pandas as pd
 
-from fedlib.core import store
+from fedlib import store
 from fedlib.core.config import RunConfig
-from fedlib.core.engine import render_only
 from fedlib.datasets import data
+from fedlib.engine.engine import render_only
 from fedlib.errors import FedlibError
 from fedlib.paper import grids
 from fedlib.reporting import report

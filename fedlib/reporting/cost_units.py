@@ -8,7 +8,7 @@ from typing import Sequence
 
 import pandas as pd
 
-from fedlib.core.engine import RunResult
+from fedlib.engine.engine import RunResult
 from fedlib.errors import FedlibError, one_of
 from fedlib.orchestration.experiments import run_flags
 from fedlib.reporting.settings import setting_label

@@ -23,10 +23,10 @@ from typing import Any
 
 import torch
 
-from fedlib.algorithms import build_algorithm, get_class
-from fedlib.core import engine
-from fedlib.core.client_training import client_setup
+from fedlib.algorithms.client_training import client_setup
 from fedlib.core.config import RunConfig
+from fedlib.core.registry import build_algorithm, get_class
+from fedlib.engine import engine
 from fedlib.errors import FedlibError
 
 OBJECTIVE_RTOL = 1e-4  # the same formula summed in another order differs by float rounding only

@@ -108,14 +108,14 @@ def _check_names(where: str, name: str, value: Any) -> None:
 
 def _check_name(where: str, kind: str, item: str) -> None:
     if kind == "method":
-        from fedlib.algorithms import method_class
+        from fedlib.core.registry import method_class
 
         try:
             method_class(item)
         except FedlibError as error:
             raise FedlibError(f"{where}: {error}") from None
         return
-    from fedlib.core import models
+    from fedlib import models
     from fedlib.datasets import data, partition
 
     valid = {"dataset": data.DATASETS, "model": models.MODELS, "partition": partition.PARTITIONS}[kind]

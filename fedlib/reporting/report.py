@@ -19,9 +19,9 @@ from typing import Iterable, Mapping, Sequence
 
 import pandas as pd
 
-from fedlib.core import store
+from fedlib import store
 from fedlib.core.config import RunConfig
-from fedlib.core.engine import render_only
+from fedlib.engine.engine import render_only
 from fedlib.reporting.notebook import shown_path
 
 

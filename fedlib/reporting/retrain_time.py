@@ -24,7 +24,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from fedlib.core.models import build_model
+from fedlib.models import build_model
 
 TIMES_FILE = Path("notebooks") / "lesson_times.json"
 MACHINE_FILE = Path("notebooks") / "lesson_machine.json"

@@ -26,7 +26,7 @@ import numpy as np
 import pandas as pd
 
 from fedlib.core.config import RunConfig
-from fedlib.core.engine import MAX_REPORTED_GROUPS, RunResult, load_run_dataset
+from fedlib.engine.engine import MAX_REPORTED_GROUPS, RunResult, load_run_dataset
 from fedlib.errors import FedlibError, one_of
 from fedlib.orchestration import experiments
 from fedlib.orchestration.experiments import flag_column, run_flags, seed_note

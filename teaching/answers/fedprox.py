@@ -2,8 +2,8 @@
 # The teacher's pack (teaching/README.md) says how the check cell reads it.
 import torch
 
-from fedlib.algorithms import register
 from fedlib.algorithms.base import Algorithm
+from fedlib.core.registry import register
 
 
 @register

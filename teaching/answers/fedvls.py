@@ -4,8 +4,8 @@ import copy
 import torch
 import torch.nn.functional as F
 
-from fedlib.algorithms import register
 from fedlib.algorithms.base import Algorithm
+from fedlib.core.registry import register
 
 
 @register

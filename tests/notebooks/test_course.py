@@ -81,7 +81,7 @@ BUILT = sorted(lesson_times())
 
 @pytest.mark.parametrize("stem", BUILT)
 def test_a_built_lesson_says_what_it_shows_and_trains_nothing_on_a_fresh_clone(stem, tmp_path):
-    from fedlib.core import store
+    from fedlib import store
     from fedlib.paper.plan import declared_configs
     from fedlib.paper.reproduce import build_overrides
     from fedlib.reporting.notebook import load_profiles, profile_note

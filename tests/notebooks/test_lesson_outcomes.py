@@ -72,9 +72,9 @@ each_lesson = pytest.mark.parametrize("stem", sorted(LESSONS))
 # ------------------------------------------------------------------ the lesson's runs, from the store only
 def declared_runs(stem: str, tmp_path: Path) -> list:
     """The RunConfigs the lesson declares (no training, no data needed)."""
-    from fedlib.reporting.notebook import load_profiles
     from fedlib.paper.plan import declared_configs, notebook_parameters
     from fedlib.paper.reproduce import build_overrides
+    from fedlib.reporting.notebook import load_profiles
 
     notebook = ROOT / "notebooks" / f"{stem}.ipynb"
     overrides = build_overrides("lesson", "cpu", None, tmp_path / "results", tmp_path / "f", tmp_path / "t")
@@ -117,7 +117,7 @@ class StoredRun:
     """A run's summary and rounds from the reference store; a run it lacks is an error, never trained."""
 
     def __init__(self, cfg, stem: str):
-        from fedlib.core import store
+        from fedlib import store
 
         record = store.reference_record(cfg)
         assert record is not None, (f"{stem}: lesson run {cfg.hash()} ({cfg.method}) is not in reference_results/; "

@@ -12,7 +12,7 @@ from types import SimpleNamespace
 import pandas as pd
 
 from fedlib.core.config import RunConfig
-from fedlib.core.engine import RunResult
+from fedlib.engine.engine import RunResult
 from fedlib.orchestration import experiments
 from fedlib.reporting import tables
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from fedlib.core import store
+from fedlib import store
 from fedlib.orchestration import experiments
 from fedlib.paper.grids import run_config
 from tests.helpers import notebook_parameters

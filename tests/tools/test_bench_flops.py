@@ -4,7 +4,7 @@ depthwise convolutions' backward, ~7x for MobileNetV2)."""
 import torch
 
 from benchmarks import bench
-from fedlib.core.models import build_model
+from fedlib.models import build_model
 
 
 def test_a_linear_layer_forward_is_two_flops_per_weight():

@@ -4,8 +4,8 @@ script is known to work before a GPU is lent; gpu_check.sh joins them into a res
 import pytest
 
 from benchmarks import gpu_check
-from fedlib.core import engine
 from fedlib.core.config import RunConfig
+from fedlib.engine import engine
 from fedlib.errors import FedlibError
 
 pytestmark = pytest.mark.usefixtures("one_thread")

@@ -5,8 +5,9 @@ from pathlib import Path
 
 import pytest
 
-from fedlib.core import engine, store
+from fedlib import store
 from fedlib.core.config import RunConfig
+from fedlib.engine import engine
 from fedlib.errors import FedlibError
 from tools import lesson_store
 
@@ -65,7 +66,7 @@ def test_a_standalone_execution_switches_the_reference_store_off(tmp_path, monke
 @pytest.fixture
 def reference(tmp_path, monkeypatch):
     """An empty reference store for lesson_store, and runs that record a clean code revision."""
-    from fedlib.core.store import provenance
+    from fedlib.store import provenance
 
     root = tmp_path / "reference"
     monkeypatch.setenv("FEDLIB_REFERENCE", str(root))

@@ -28,7 +28,7 @@ def test_fedvls_local_steps_have_no_host_sync():
 def test_stacked_counts_are_the_steps_only():
     """Counted through the backend's step_context: the batches' drawing (the epoch's randperm) and
     augmentation are outside, as on the sequential count; nothing in the backend is rebound."""
-    from fedlib.core.backends import stacked
+    from fedlib.engine.backends import stacked
 
     tick = stacked._tick
     counts = op_count.stacked_step_counts(op_count.count_config("lenet5", "fedavg"))
@@ -50,7 +50,7 @@ def test_augmenting_a_batch_is_counted_on_its_own_line():
 
 def test_a_stacked_steps_draw_is_counted_per_client_and_at_once():
     """The stacked path draws a step's batches of all clients at once: fewer ops than one
-    client at a time, the same tensors (tests/unit/core/test_stacked_batches.py), no sync."""
+    client at a time, the same tensors (tests/unit/engine/test_stacked_batches.py), no sync."""
     per_client = op_count.stacked_draw_counts("crop_flip", clients=2, steps=1, together=False)
     together = op_count.stacked_draw_counts("crop_flip", clients=2, steps=1)
     assert 10 < together.total < per_client.total

@@ -5,7 +5,8 @@ import json
 
 import torch
 
-from fedlib.core import engine, store
+from fedlib import store
+from fedlib.engine import engine
 from tests.helpers import tiny_config
 from tools import verify_reference
 

@@ -1,9 +1,8 @@
-"""The import structure of fedlib: its layers are subpackages, they import one way, and no cycle.
+"""The import structure of fedlib: its layers are its folders, they import one way, and no cycle.
 
-A layer is a subpackage (the run is two: ``fedlib.core`` and ``fedlib.algorithms``, checked floor
-by floor because the methods sit between the core's floors). A module may import, directly or
-through any other module, only modules of its own floor or below. Every import counts: at the top
-of a module, inside functions and under ``if TYPE_CHECKING``. ``import fedlib.a.b`` and
+A layer is a subpackage of fedlib (the ground floor is the few modules straight under ``fedlib``).
+A module may import only modules of its own layer or a layer below. Every import counts: at the
+top of a module, inside functions and under ``if TYPE_CHECKING``. ``import fedlib.a.b`` and
 ``from fedlib.a import b`` are edges to the module ``fedlib.a.b`` only (Python runs the package
 ``fedlib.a`` on the way, but that is no dependency).
 """
@@ -18,37 +17,24 @@ import fedlib
 PACKAGE = Path(fedlib.__file__).parent
 
 # The layers, bottom first: (name, what it holds). A name holds the module of that name and, when
-# it is a package other than fedlib itself, every module under it. The ground floor is the only
-# one outside a subpackage (with ``python -m fedlib``'s __main__, which is the command line).
+# it is a package other than fedlib itself, every module under it. Every layer but the ground
+# floor is one folder of fedlib, named as the layer (commands also holds ``python -m fedlib``'s
+# __main__, which is the command line).
 LAYERS = [
     ("ground", {"fedlib", "fedlib.errors", "fedlib.yaml_input", "fedlib.folders"}),
     ("datasets", {"fedlib.datasets"}),
     ("measures", {"fedlib.measures"}),
-    ("run", {"fedlib.core", "fedlib.algorithms"}),
+    ("models", {"fedlib.models"}),
+    ("core", {"fedlib.core"}),
+    ("algorithms", {"fedlib.algorithms"}),
+    ("store", {"fedlib.store"}),
+    ("engine", {"fedlib.engine"}),
     ("analysis", {"fedlib.analysis"}),
     ("orchestration", {"fedlib.orchestration"}),
     ("reporting", {"fedlib.reporting"}),
     ("paper", {"fedlib.paper"}),
     ("commands", {"fedlib.commands", "fedlib.__main__"}),
 ]
-
-# The floors of the run layer, bottom first. Every fedlib.algorithms module that is not the
-# registry or the contract is a method, on the "methods" floor.
-RUN_FLOORS = [
-    ("models", {"fedlib.core", "fedlib.core.models", "fedlib.core.determinism"}),
-    ("method registry", {"fedlib.algorithms"}),
-    ("config", {"fedlib.core.config"}),
-    ("run state", {"fedlib.core.state"}),
-    ("method contract", {"fedlib.algorithms.base", "fedlib.algorithms._common"}),
-    ("local training", {"fedlib.core.client_training"}),
-    ("methods", set()),
-    ("backends", {"fedlib.core.backends", "fedlib.core.backend_choice"}),
-    ("results store", {"fedlib.core.store"}),
-    ("engine", {"fedlib.core.engine", "fedlib.core.run_data", "fedlib.core.evaluation"}),
-]
-
-# Every floor, bottom first: each layer, the run replaced by its floors.
-FLOORS = [floor for name, held in LAYERS for floor in (RUN_FLOORS if name == "run" else [(name, held)])]
 
 
 # ---------------------------------------------------------------------- the scan
@@ -146,42 +132,29 @@ def layer_of(graph: dict[str, set[str]]) -> dict[str, int]:
     return {m: i for m in graph if (i := _index_of(LAYERS, m)) is not None}
 
 
-def floor_of(graph: dict[str, set[str]]) -> dict[str, int]:
-    """Module -> its floor's index in FLOORS, for the modules a floor holds (a module of the
-    algorithms package that no floor names is a method)."""
-    methods = [index for index, (name, _) in enumerate(FLOORS) if name == "methods"][0]
-    floors = {}
-    for module in graph:
-        index = _index_of(FLOORS, module)
-        if module.startswith("fedlib.algorithms.") and _holder(FLOORS[index][1], module) == "fedlib.algorithms":
-            index = methods
-        if index is not None:
-            floors[module] = index
-    return floors
-
-
 # ---------------------------------------------------------------------- the scan itself
 def test_the_scan_counts_deferred_and_type_checking_imports():
     source = '''
 from typing import TYPE_CHECKING
 import fedlib.algorithms.pkd
-from fedlib.core import store
-from fedlib.algorithms import register, fedlmd
+from fedlib import store
+from fedlib.core.registry import register
+from fedlib.algorithms import fedlmd
 from fedlib.core.config import RunConfig
 from . import listing
 if TYPE_CHECKING:
     from fedlib.core.state import ServerState
 def later():
-    from fedlib.core.engine import run
-    import fedlib.core.backends.threaded as threads
+    from fedlib.engine.engine import run
+    import fedlib.engine.backends.threaded as threads
 '''
-    known = {"fedlib", "fedlib.core", "fedlib.algorithms", "fedlib.algorithms.pkd", "fedlib.algorithms.fedlmd",
-             "fedlib.core.config", "fedlib.commands.listing", "fedlib.core.engine", "fedlib.core.state",
-             "fedlib.core.store", "fedlib.core.backends.threaded", "fedlib.commands.cli"}
+    known = {"fedlib", "fedlib.core", "fedlib.core.registry", "fedlib.algorithms", "fedlib.algorithms.pkd", "fedlib.algorithms.fedlmd",
+             "fedlib.core.config", "fedlib.commands.listing", "fedlib.engine.engine", "fedlib.core.state",
+             "fedlib.store", "fedlib.engine.backends.threaded", "fedlib.commands.cli"}
     found = imports_of(source, "fedlib.commands.cli", False, known)
-    assert found == {"fedlib.algorithms.pkd", "fedlib.core.store", "fedlib.algorithms", "fedlib.algorithms.fedlmd",
-                     "fedlib.core.config", "fedlib.commands.listing", "fedlib.core.state", "fedlib.core.engine",
-                     "fedlib.core.backends.threaded"}
+    assert found == {"fedlib.algorithms.pkd", "fedlib.store", "fedlib.core.registry", "fedlib.algorithms.fedlmd",
+                     "fedlib.core.config", "fedlib.commands.listing", "fedlib.core.state", "fedlib.engine.engine",
+                     "fedlib.engine.backends.threaded"}
 
 
 def test_find_cycle_names_the_loop():
@@ -195,22 +168,24 @@ def test_no_import_cycle_inside_fedlib():
     assert cycle is None, "import cycle: " + " -> ".join(cycle)
 
 
-def test_every_module_is_in_a_layer_and_on_a_floor():
+def test_every_module_is_in_a_layer():
     graph = import_graph()
-    layers, floors = layer_of(graph), floor_of(graph)
+    layers = layer_of(graph)
     assert not sorted(set(graph) - set(layers)), "modules in no layer (put them in a subpackage)"
-    assert not sorted(set(graph) - set(floors)), "modules on no floor"
     loose = sorted(m for m, path in package_modules().items() if path.parent == PACKAGE
                    and path.name != "__init__.py" and m not in LAYERS[0][1] | {"fedlib.__main__"})
     assert not loose, f"modules outside a subpackage: {loose}"
 
 
-def test_every_layer_and_floor_names_existing_modules():
-    modules = set(package_modules())
-    named = {m for _, held in LAYERS + RUN_FLOORS for m in held}
-    assert not sorted(named - modules), "LAYERS or RUN_FLOORS name modules that do not exist"
-    run = LAYERS[[name for name, _ in LAYERS].index("run")][1]
-    assert all(_holder(run, m) for _, held in RUN_FLOORS for m in held), "a run floor outside the run layer"
+def test_every_layer_is_a_folder_of_existing_modules():
+    modules = package_modules()
+    named = {m for _, held in LAYERS for m in held}
+    assert not sorted(named - set(modules)), "LAYERS names modules that do not exist"
+    for name, held in LAYERS[1:]:
+        assert f"fedlib.{name}" in held and modules[f"fedlib.{name}"].name == "__init__.py", name
+        assert held - {f"fedlib.{name}"} <= {"fedlib.__main__"}, f"layer {name} holds more than its folder"
+    folders = {path.parent.name for m, path in modules.items() if path.parent.parent == PACKAGE}
+    assert folders == {name for name, _ in LAYERS[1:]}, "every folder of fedlib is a layer"
 
 
 def test_layers_point_one_way():
@@ -221,28 +196,17 @@ def test_layers_point_one_way():
     assert not upward, "imports into a higher layer:\n" + "\n".join(upward)
 
 
-def test_floors_point_one_way():
-    graph = import_graph()
-    floors = floor_of(graph)
-    upward = []
-    for module, floor in sorted(floors.items()):
-        for target in sorted(reachable(graph, module)):
-            if floors.get(target, -1) > floor:
-                upward.append(f"{module} ({FLOORS[floor][0]}) -> {target} ({FLOORS[floors[target]][0]})")
-    assert not upward, "imports that climb a floor:\n" + "\n".join(upward)
-
-
-def test_methods_and_backends_never_reach_the_engine():
+def test_methods_backends_and_local_training_never_reach_the_round_loop_or_the_store():
     graph = import_graph()
     methods = [m for m in graph if m.startswith("fedlib.algorithms")]
     assert "fedlib.algorithms.pkd" in methods and "fedlib.algorithms.base" in methods
-    backends = [m for m in graph if m.startswith("fedlib.core.backends")]
-    assert "fedlib.core.backends.stacked" in backends
-    above = {m for m in graph if m == "fedlib.core.engine" or _holder({"fedlib.core.store"}, m)}
-    assert "fedlib.core.store.record" in above
-    for module in methods + backends + ["fedlib.core.state", "fedlib.core.client_training"]:
+    backends = [m for m in graph if m.startswith("fedlib.engine.backends")]
+    assert "fedlib.engine.backends.stacked" in backends
+    above = {m for m in graph if m == "fedlib.engine.engine" or _holder({"fedlib.store"}, m)}
+    assert "fedlib.store.record" in above
+    for module in methods + backends + ["fedlib.core.state", "fedlib.algorithms.client_training"]:
         assert not reachable(graph, module) & above, module
-    assert not reachable(graph, "fedlib.algorithms") & set(methods), "the registry loads methods by name only"
+    assert not reachable(graph, "fedlib.core.registry") & set(methods), "the registry loads methods by name only"
 
 
 # ---------------------------------------------------------------------- module size
@@ -261,8 +225,8 @@ def test_a_long_module_says_why_it_stays_one_module():
 
 # ---------------------------------------------------------------------- no patching
 def fedlib_module_names(tree: ast.AST, known: set[str]) -> set[str]:
-    """The local names a module binds to fedlib modules (``from fedlib.core import engine``,
-    ``import fedlib.core.store as store``)."""
+    """The local names a module binds to fedlib modules (``from fedlib.engine import engine``,
+    ``import fedlib.store as store``)."""
     names = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
@@ -301,7 +265,7 @@ def test_no_fedlib_module_assigns_to_another_modules_attributes():
 
 
 def test_the_patch_scan_sees_a_patch():
-    known = {"fedlib.core.engine", "fedlib.datasets.data"}
-    source = ("from fedlib.core import engine\nimport fedlib.datasets.data as data\n"
+    known = {"fedlib.engine.engine", "fedlib.datasets.data"}
+    source = ("from fedlib.engine import engine\nimport fedlib.datasets.data as data\n"
               "engine.load_dataset = None\nsetattr(data, 'x', 1)\nlocal = object()\nlocal.y = 2\n")
     assert patched_attributes(source, known) == ["line 3: engine.load_dataset = ...", "line 4: setattr(data, ...)"]

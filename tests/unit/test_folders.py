@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
+from fedlib import store
 from fedlib.commands import cli
-from fedlib.core import store
 from fedlib.core.config import RunConfig
-from fedlib.core.engine import recorded_source
 from fedlib.datasets import data
+from fedlib.engine.engine import recorded_source
 from fedlib.errors import FedlibError
 from fedlib.folders import check_environment, user_folder
 from fedlib.reporting.notebook import load_profiles, resolve_parameters

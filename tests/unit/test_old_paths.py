@@ -1,9 +1,13 @@
 """No module has two names (issue 46): the flat paths of earlier releases (a module straight under
-``fedlib``) no longer import, and nothing in the repository names one as a module path any more.
+``fedlib``) and the paths of the one-time run package (``fedlib.core.engine``, ``fedlib.core.store``,
+the registry's names under ``fedlib.algorithms``) no longer import, and nothing in the repository
+names one as a module path any more.
 
-FORMER below is the table the import hook held, kept only here, so that a former name cannot come
-back as a module, and so that a test, tool, notebook, script or page that still types one fails
-here rather than for a user.
+FORMER below is the table the import hook held, with the names the folders-are-layers move retired,
+kept only here, so that a former name cannot come back as a module, and so that a test, tool,
+notebook, script or page that still types one fails here rather than for a user. Three flat names
+of the first table (``fedlib.models``, ``fedlib.store``, ``fedlib.engine``) are layers again and so
+left it.
 """
 
 from __future__ import annotations
@@ -27,11 +31,10 @@ FORMER = {
     "fedlib.data": "fedlib.datasets.data", "fedlib.data_check": "fedlib.datasets.data_check",
     "fedlib.partition": "fedlib.datasets.partition", "fedlib.augment": "fedlib.datasets.augment",
     "fedlib.metrics": "fedlib.measures.metrics", "fedlib.weak_classes": "fedlib.measures.weak_classes",
-    "fedlib.models": "fedlib.core.models", "fedlib.determinism": "fedlib.core.determinism",
+    "fedlib.determinism": "fedlib.core.determinism",
     "fedlib.config": "fedlib.core.config", "fedlib.state": "fedlib.core.state",
-    "fedlib.client_training": "fedlib.core.client_training", "fedlib.backend_choice": "fedlib.core.backend_choice",
-    "fedlib.threaded": "fedlib.core.backends.threaded", "fedlib.stacked": "fedlib.core.backends.stacked",
-    "fedlib.store": "fedlib.core.store", "fedlib.engine": "fedlib.core.engine",
+    "fedlib.client_training": "fedlib.algorithms.client_training", "fedlib.backend_choice": "fedlib.engine.backend_choice",
+    "fedlib.threaded": "fedlib.engine.backends.threaded", "fedlib.stacked": "fedlib.engine.backends.stacked",
     "fedlib.class_gap": "fedlib.analysis.class_gap", "fedlib.drift": "fedlib.analysis.drift",
     "fedlib.local_update": "fedlib.analysis.local_update", "fedlib.pkd_readings": "fedlib.analysis.pkd_readings",
     "fedlib.prediction_stats": "fedlib.analysis.prediction_stats",
@@ -45,6 +48,16 @@ FORMER = {
     "fedlib.reproduce": "fedlib.paper.reproduce",
     "fedlib.cli": "fedlib.commands.cli", "fedlib.listing": "fedlib.commands.listing",
     "fedlib.export": "fedlib.commands.export",
+    # issue 46: the folders are the layers
+    "fedlib.core.store": "fedlib.store", "fedlib.core.models": "fedlib.models",
+    "fedlib.core.engine": "fedlib.engine.engine", "fedlib.core.run_data": "fedlib.engine.run_data",
+    "fedlib.core.evaluation": "fedlib.engine.evaluation", "fedlib.core.backend_choice": "fedlib.engine.backend_choice",
+    "fedlib.core.backends": "fedlib.engine.backends",
+    "fedlib.core.client_training": "fedlib.algorithms.client_training",
+    # the registry's names were fedlib.algorithms's; the registry is fedlib.core.registry now
+    **{f"fedlib.algorithms.{name}": "fedlib.core.registry" for name in (
+        "register", "unregister", "method_names", "get_class", "compose", "canonical_method", "part_order",
+        "method_class", "resolve_hparams", "check_method", "build_algorithm")},
 }
 
 
@@ -55,7 +68,9 @@ def test_a_former_path_does_not_import(old):
     with pytest.raises(ModuleNotFoundError):
         importlib.import_module(old)
     assert old not in sys.modules
-    assert not hasattr(fedlib, old.rpartition(".")[2])  # nor ``from fedlib import engine``
+    parent, _, leaf = old.rpartition(".")
+    if parent in sys.modules:  # nor ``from fedlib import timing``, ``from fedlib.core import store``
+        assert not hasattr(sys.modules[parent], leaf)
 
 
 def test_a_former_package_takes_no_submodule_with_it():
@@ -81,16 +96,16 @@ SCANNED = {".py", ".ipynb", ".sh", ".md", ".yml", ".yaml", ".toml", ".json"}
 LEAVES = sorted((old.partition(".")[2] for old in FORMER), key=len, reverse=True)
 # a whole dotted name (fedlib.data, fedlib.data.x), never part of a longer one (fedlib.datasets.data,
 # fedlib.data_root, myfedlib.data); this file, which holds FORMER, is not scanned
-DOTTED = re.compile(r"(?<![\w.])fedlib\.(" + "|".join(LEAVES) + r")(?!\w)")
-FROM_FEDLIB = re.compile(r"\bfrom\s+fedlib\s+import\s+\(?\s*((?:\w+(?:\s+as\s+\w+)?\s*,\s*)*\w+(?:\s+as\s+\w+)?)")
+DOTTED = re.compile(r"(?<![\w.])fedlib\.(" + "|".join(map(re.escape, LEAVES)) + r")(?!\w)")
+FROM_FEDLIB = re.compile(r"\bfrom\s+(fedlib(?:\.\w+)*)\s+import\s+\(?\s*((?:\w+(?:\s+as\s+\w+)?\s*,\s*)*\w+(?:\s+as\s+\w+)?)")
 
 
 def former_names_in(text: str) -> list[str]:
     """The former paths that ``text`` names: as a dotted name, or as ``from fedlib import name``."""
     found = [f"fedlib.{m.group(1)}" for m in DOTTED.finditer(text)]
     for m in FROM_FEDLIB.finditer(text):
-        names = [item.split()[0] for item in m.group(1).split(",")]
-        found += [f"fedlib.{name}" for name in names if f"fedlib.{name}" in FORMER]
+        names = [item.split()[0] for item in m.group(2).split(",")]
+        found += [f"{m.group(1)}.{name}" for name in names if f"{m.group(1)}.{name}" in FORMER]
     return found
 
 
@@ -114,15 +129,16 @@ def scanned_files(root: Path = ROOT):
 
 def test_the_scan_finds_whole_dotted_names_and_from_fedlib_imports():
     sample = "\n".join([
-        "import fedlib.engine", "x = 'fedlib.grids.pkd'", "python -m fedlib.reproduce --list",
-        "from fedlib import errors, store as s, data", "from fedlib import (\n    errors,\n    plots,\n)",
+        "import fedlib.timing", "x = 'fedlib.grids.pkd'", "python -m fedlib.reproduce --list",
+        "from fedlib import errors, timing as s, data", "from fedlib import (\n    errors,\n    plots,\n)",
+        "from fedlib.core import config, store",
     ])
-    assert former_names_in(sample) == ["fedlib.engine", "fedlib.grids", "fedlib.reproduce", "fedlib.store",
-                                       "fedlib.data", "fedlib.plots"]
+    assert former_names_in(sample) == ["fedlib.timing", "fedlib.grids", "fedlib.reproduce", "fedlib.timing",
+                                       "fedlib.data", "fedlib.plots", "fedlib.core.store"]
     clean = "\n".join([
-        "import fedlib.core.engine", "fedlib.datasets.data.data_root", "fedlib.datasets.data_check",
-        "from fedlib import errors", "from fedlib.core import engine, store", "fedlib.data_root", "myfedlib.data",
-        "fedlib.paper.grids.pkd", "fedlib.reporting.tables",
+        "import fedlib.orchestration.timing", "fedlib.datasets.data.data_root", "fedlib.datasets.data_check",
+        "from fedlib import errors, store", "from fedlib.core import config, state", "fedlib.data_root",
+        "myfedlib.data", "fedlib.paper.grids.pkd", "fedlib.reporting.tables", "fedlib.store.record",
     ])
     assert former_names_in(clean) == []
 

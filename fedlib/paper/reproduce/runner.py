@@ -140,8 +140,8 @@ def render_skip_reason(notebook: Path, entry: dict | None, overrides: dict, root
     A table notebook renders when a store holds at least one of its runs (the others read "not
     run"); a figure notebook (``*_fig*``) needs every run it declares; a notebook that trains
     without a grid function (``getting_started``) has nothing to render from."""
-    from fedlib.core import store
-    from fedlib.core.engine import render_only
+    from fedlib import store
+    from fedlib.engine.engine import render_only
     from fedlib.paper import grids
     from fedlib.paper.plan import code_mentions, declared_configs
 

@@ -10,7 +10,7 @@ from torch import nn
 
 from fedlib.algorithms.base import ClientContext, ClientUpdate
 from fedlib.core.config import RunConfig
-from fedlib.core.models import FedModel
+from fedlib.models import FedModel
 from tests.helpers import tiny_config
 
 

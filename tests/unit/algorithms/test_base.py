@@ -6,9 +6,9 @@ import pytest
 import torch
 from torch import nn
 
-from fedlib.algorithms import method_class, method_names
 from fedlib.algorithms.base import COUNT, POSITIVE, UNIT_INTERVAL, Range, weighted_average
 from fedlib.core.config import RunConfig
+from fedlib.core.registry import method_class, method_names
 from fedlib.errors import FedlibError
 
 

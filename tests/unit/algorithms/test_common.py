@@ -14,10 +14,11 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from fedlib.algorithms import _common, build_algorithm
+from fedlib.algorithms import _common
 from fedlib.algorithms.base import ClientContext, Outputs, run_teachers
-from fedlib.core.backends import stacked
 from fedlib.core.config import RunConfig
+from fedlib.core.registry import build_algorithm
+from fedlib.engine.backends import stacked
 from fedlib.errors import FedlibError
 from tests.unit.algorithms.helpers import fake_server, t
 from tests.helpers import one_round

@@ -6,7 +6,7 @@ import math
 import pytest
 import torch
 
-from fedlib.core import engine
+from fedlib.engine import engine
 from tests.unit.algorithms.helpers import method_config
 
 
@@ -16,8 +16,8 @@ from tests.unit.algorithms.helpers import method_config
     ("fedlmd_tf", {"switch_round": 1}), ("fedlc", {}), ("fedrs", {}), ("fedavg_kd", {}),
 ])
 def test_methods_run_two_rounds_without_nan(method, args):
-    from fedlib.core import engine
     from fedlib.core.config import RunConfig
+    from fedlib.engine import engine
 
     cfg = RunConfig(dataset="synthetic", model="mlp", clients=3, rounds=2, local_epochs=1, batch_size=16,
                     max_train_samples=96, max_test_samples=50, method=method, method_args=args)

@@ -4,7 +4,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from fedlib.algorithms import build_algorithm, feature_kd
+from fedlib.algorithms import feature_kd
+from fedlib.core.registry import build_algorithm
 from fedlib.errors import FedlibError
 
 

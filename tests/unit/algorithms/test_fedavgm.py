@@ -6,8 +6,8 @@ from types import SimpleNamespace
 import torch
 from torch import nn
 
-from fedlib.algorithms import build_algorithm
 from fedlib.algorithms.base import ClientUpdate
+from fedlib.core.registry import build_algorithm
 from tests.unit.algorithms.helpers import assert_state, toy_server, two_clients
 
 

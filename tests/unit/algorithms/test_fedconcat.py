@@ -7,12 +7,12 @@ import pytest
 import torch
 from torch import nn
 
-from fedlib.algorithms import build_algorithm
 from fedlib.algorithms.base import ClientUpdate
-from fedlib.core import engine
+from fedlib.algorithms.client_training import train_client
 from fedlib.algorithms.fedconcat import (ConcatenatedModel, cluster_clients, clusters_head_state,
                                          label_distributions, random_linear_state)
-from fedlib.core.client_training import train_client
+from fedlib.core.registry import build_algorithm
+from fedlib.engine import engine
 from fedlib.errors import FedlibError
 from tests.unit.algorithms.helpers import linear_model, method_config, model_server
 

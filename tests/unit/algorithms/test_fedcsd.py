@@ -9,12 +9,13 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from fedlib.algorithms import build_algorithm, fedcsd
+from fedlib.algorithms import fedcsd
 from fedlib.algorithms.base import run_teachers
-from fedlib.core import engine
-from fedlib.core.client_training import client_setup
+from fedlib.algorithms.client_training import client_setup
 from fedlib.core.config import RunConfig
+from fedlib.core.registry import build_algorithm
 from fedlib.core.state import keyed_seed, sample_clients
+from fedlib.engine import engine
 from fedlib.errors import FedlibError
 from tests.unit.algorithms.helpers import log_softmax, t, tempered_kl
 

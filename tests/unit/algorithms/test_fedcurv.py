@@ -6,9 +6,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from fedlib.algorithms import build_algorithm
 from fedlib.algorithms.base import ClientUpdate
 from fedlib.algorithms.fedcurv import diagonal_fisher, fisher_penalty
+from fedlib.core.registry import build_algorithm
 from tests.unit.algorithms.helpers import engine_context, toy_server
 
 

@@ -5,8 +5,8 @@ expectation)."""
 import pytest
 import torch
 
-from fedlib.algorithms import build_algorithm
 from fedlib.algorithms.fedexp import extrapolation_step
+from fedlib.core.registry import build_algorithm
 from tests.unit.algorithms.helpers import assert_state, toy_server, update
 
 

@@ -8,9 +8,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from fedlib.algorithms import build_algorithm
 from fedlib.algorithms.base import ClientContext, ClientUpdate
 from fedlib.algorithms.fedgf import client_divergence, global_perturbed_model, move_to_ascent_point
+from fedlib.core.registry import build_algorithm
 from fedlib.errors import FedlibError
 from tests.unit.algorithms.helpers import linear_model, model_server
 

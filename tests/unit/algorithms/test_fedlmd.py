@@ -14,8 +14,8 @@ import torch
 from torch.func import vmap
 
 from fedlib.algorithms import fedlmd, fedlmd_tf
-from fedlib.core import engine
 from fedlib.core.config import RunConfig
+from fedlib.engine import engine
 from fedlib.errors import FedlibError
 from tests.unit.algorithms.helpers import LMD_COUNTS, ce, log_softmax, softmax, t
 

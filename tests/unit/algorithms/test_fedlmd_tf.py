@@ -6,7 +6,8 @@ import math
 import pytest
 import torch
 
-from fedlib.algorithms import build_algorithm, fedlmd_tf
+from fedlib.algorithms import fedlmd_tf
+from fedlib.core.registry import build_algorithm
 from tests.unit.algorithms.helpers import LMD_COUNTS, ce, fake_context, fake_server, softmax, t
 
 

@@ -3,8 +3,8 @@ model", against numbers computed by hand (the arithmetic is written next to each
 
 import pytest
 
-from fedlib.algorithms import build_algorithm
 from fedlib.algorithms.fednova import momentum_path_length
+from fedlib.core.registry import build_algorithm
 from fedlib.errors import FedlibError
 from tests.unit.algorithms.helpers import assert_state, toy_server, two_clients, update
 

@@ -3,7 +3,8 @@
 import pytest
 import torch
 
-from fedlib.algorithms import build_algorithm, fedrs
+from fedlib.algorithms import fedrs
+from fedlib.core.registry import build_algorithm
 from fedlib.errors import FedlibError
 from tests.unit.algorithms.helpers import ce, t
 

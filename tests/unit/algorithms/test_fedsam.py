@@ -8,9 +8,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from fedlib.algorithms import build_algorithm, method_class
 from fedlib.algorithms.base import ClientContext
 from fedlib.algorithms.fedsam import FedSAM, ascent_perturbation, frozen_batchnorm_stats
+from fedlib.core.registry import build_algorithm, method_class
 
 
 def test_sam_perturbation_by_hand():

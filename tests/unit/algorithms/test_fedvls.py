@@ -7,7 +7,8 @@ import math
 import pytest
 import torch
 
-from fedlib.algorithms import build_algorithm, fedvls
+from fedlib.algorithms import fedvls
+from fedlib.core.registry import build_algorithm
 from fedlib.errors import FedlibError
 from tests.unit.algorithms.helpers import TinyNet, fake_context, fake_server, kl, softmax, t
 

@@ -5,7 +5,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from fedlib.algorithms import build_algorithm
+from fedlib.core.registry import build_algorithm
 from tests.unit.algorithms.helpers import log_softmax, t
 
 

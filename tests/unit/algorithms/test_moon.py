@@ -7,9 +7,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from fedlib.algorithms import build_algorithm
 from fedlib.algorithms.base import ClientContext, Outputs
 from fedlib.algorithms.moon import contrastive_loss
+from fedlib.core.registry import build_algorithm
 
 
 def test_contrastive_loss_by_hand():

@@ -6,9 +6,9 @@ import math
 import pytest
 import torch
 
-from fedlib.algorithms import build_algorithm
 from fedlib.algorithms.pkd import expert_assignment, group_kl, partial_kd_loss, train_expert
 from fedlib.core.config import RunConfig
+from fedlib.core.registry import build_algorithm
 from fedlib.errors import FedlibError
 from fedlib.measures.weak_classes import discover_groups
 from tests.unit.algorithms.helpers import kl, softmax
@@ -113,7 +113,7 @@ def pkd_config(**method_args) -> RunConfig:
 
 
 def test_expert_training_on_group_samples_only():
-    from fedlib.core import engine
+    from fedlib.engine import engine
 
     server, _ = engine.prepare(pkd_config())
     before = server.model.state_dict()["classifier.weight"].clone()
@@ -128,7 +128,7 @@ def test_expert_training_on_group_samples_only():
 
 def test_the_experts_are_trained_in_begin_round_before_any_client_and_only_there():
     from fedlib.algorithms.base import ClientContext
-    from fedlib.core import engine
+    from fedlib.engine import engine
 
     server, algorithm = engine.prepare(pkd_config(groups=[[1, 3]]))
     server.round = 0  # the warm-up: nothing to prepare
@@ -148,9 +148,9 @@ def test_the_experts_are_trained_in_begin_round_before_any_client_and_only_there
 def test_pkd_begin_round_runs_the_other_parts_begin_round():
     from types import SimpleNamespace
 
-    from fedlib.algorithms import compose
     from fedlib.algorithms.base import Algorithm
     from fedlib.algorithms.pkd import PKD
+    from fedlib.core.registry import compose
 
     class Counting(Algorithm):
         name = "counting"
@@ -166,7 +166,7 @@ def test_pkd_begin_round_runs_the_other_parts_begin_round():
 
 
 def test_pkd_runs_end_to_end_with_explicit_groups():
-    from fedlib.core import engine
+    from fedlib.engine import engine
 
     result = engine.run(pkd_config(groups=[[1, 3], [3, 5, 7]]), use_store=False, progress=False)
     warmup, pkd = result.rounds
@@ -184,7 +184,7 @@ def test_pkd_runs_end_to_end_with_discovered_groups_and_resumes_from_extras():
     import io
 
     from fedlib.algorithms.base import ClientContext
-    from fedlib.core import engine
+    from fedlib.engine import engine
 
     cfg = pkd_config(confusion_ratio=0.9, distance_quantile=1.0, max_groups=1)
     server, algorithm = engine.prepare(cfg)

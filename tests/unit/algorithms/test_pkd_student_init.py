@@ -4,8 +4,8 @@ initial weights once the experts are trained (the reading the paper's cost study
 
 import torch
 
-from fedlib.core import engine
 from fedlib.core.config import RunConfig
+from fedlib.engine import engine
 from tests.helpers import tiny_config
 
 PKD = dict(method="pkd", rounds=3, method_args={"warmup_rounds": 1, "expert_rounds": 1, "groups": [[0, 1]]})

@@ -11,10 +11,10 @@ import pytest
 import torch
 from torch import nn
 
-from fedlib.algorithms import build_algorithm
 from fedlib.algorithms.base import ClientContext
 from fedlib.algorithms.fedgf import move_to_ascent_point
 from fedlib.algorithms.fedsam import FedSAM, ascent_perturbation, frozen_batchnorm_stats
+from fedlib.core.registry import build_algorithm
 
 
 def reference_fedsam_step(method, model, optimizer, x, labels, ctx):

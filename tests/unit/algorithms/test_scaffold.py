@@ -3,9 +3,9 @@ model", against numbers computed by hand (the arithmetic is written next to each
 
 import torch
 
-from fedlib.algorithms import build_algorithm
 from fedlib.algorithms.base import ClientUpdate
 from fedlib.algorithms.scaffold import option_two_update
+from fedlib.core.registry import build_algorithm
 from tests.unit.algorithms.helpers import assert_state, engine_context, linear, toy_server, two_clients
 
 

@@ -5,8 +5,8 @@ import inspect
 
 import pytest
 
-from fedlib.algorithms import method_class
 from fedlib.core.config import RunConfig
+from fedlib.core.registry import method_class
 from fedlib.orchestration import dry_run
 
 

@@ -5,7 +5,7 @@ import pytest
 
 from fedlib.analysis import class_gap
 from fedlib.core.config import RunConfig
-from fedlib.core.engine import RunResult
+from fedlib.engine.engine import RunResult
 from fedlib.errors import FedlibError
 
 NAMES = ["a", "b", "c"]
@@ -71,11 +71,11 @@ def test_track_class_statistics_per_round_and_cached(tmp_path, monkeypatch):
     np.testing.assert_allclose(stats["confusion"].sum(2), 1.0, atol=1e-6)
     np.testing.assert_allclose(stats["prediction"].diagonal(axis1=1, axis2=2), stats["class_accuracy"])
     assert not np.allclose(stats["confusion"][0], stats["confusion"][1])  # the model moved
-    from fedlib.core import store
+    from fedlib import store
 
     assert store.RunRecord(store.run_dir(cfg, tmp_path)).complete  # a fresh tracked run is stored
-    import fedlib.core.engine
+    import fedlib.engine.engine
 
-    monkeypatch.setattr(fedlib.core.engine, "run", lambda *a, **k: pytest.fail("cache not used"))
+    monkeypatch.setattr(fedlib.engine.engine, "run", lambda *a, **k: pytest.fail("cache not used"))
     again = class_gap.track_class_statistics(cfg, results_dir=tmp_path)
     np.testing.assert_allclose(again["confusion"], stats["confusion"])

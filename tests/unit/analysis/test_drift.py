@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 import torch
 
+from fedlib.algorithms.client_training import train_client
 from fedlib.analysis import drift
-from fedlib.core import engine
-from fedlib.core.client_training import train_client
 from fedlib.core.config import RunConfig
+from fedlib.engine import engine
 from fedlib.errors import FedlibError
 
 TINY = dict(dataset="synthetic", model="mlp", clients=2, rounds=1, batch_size=25, lr=0.05,

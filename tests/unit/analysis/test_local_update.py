@@ -6,11 +6,11 @@ import numpy as np
 import pytest
 import torch
 
+from fedlib import store
 from fedlib.analysis import local_update as local_update_module
 from fedlib.analysis.local_update import LocalUpdateResult, accuracy_by_role, class_roles, local_update, telling_client
-from fedlib.core import store
 from fedlib.core.config import RunConfig
-from fedlib.core.engine import evaluate, prepare, run_round
+from fedlib.engine.engine import evaluate, prepare, run_round
 from fedlib.errors import FedlibError
 
 BASE = RunConfig(dataset="digits", model="mlp", partition="dirichlet", beta=0.1, clients=4, rounds=2,

@@ -4,7 +4,7 @@ shorter run gives, which is what lets the notebook read Table 1's 300-round runs
 
 import pytest
 
-from fedlib.core import engine
+from fedlib.engine import engine
 from fedlib.paper.grids import pkd
 from tests.helpers import notebook_parameters, tiny_config
 

@@ -5,10 +5,10 @@ import pytest
 import torch
 from torch import nn
 
+from fedlib import store
 from fedlib.analysis import prediction_stats as ps
-from fedlib.core import store
-from fedlib.core.engine import run
 from fedlib.core.state import sample_clients
+from fedlib.engine.engine import run
 from fedlib.errors import FedlibError
 from tests.helpers import tiny_config
 
@@ -62,7 +62,7 @@ def test_prediction_history_records_each_round_and_reads_back_from_the_store(tmp
     # the last round's histogram agrees with the stored test accuracy being computed on 200 samples
     assert np.allclose(history.accuracy, [r["accuracy"] for r in result.rounds])
     # the second call must come from the store: make any new run fail
-    monkeypatch.setattr("fedlib.core.engine.run", lambda *a, **k: pytest.fail("re-ran a stored run"))
+    monkeypatch.setattr("fedlib.engine.engine.run", lambda *a, **k: pytest.fail("re-ran a stored run"))
     again = ps.prediction_history(cfg, results_dir=tmp_path, progress=False)
     assert np.array_equal(again.predicted_counts, history.predicted_counts)
 

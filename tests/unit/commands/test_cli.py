@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from fedlib.commands import cli, export, listing
-from fedlib.core import engine
 from fedlib.core.config import RunConfig
+from fedlib.engine import engine
 from fedlib.errors import FedlibError
 from tests.helpers import quiet_run, tiny_config
 
@@ -80,8 +80,8 @@ def help_text(argv, capsys, monkeypatch) -> str:
 
 
 def test_run_help_lists_every_valid_name(capsys, monkeypatch):
-    from fedlib.algorithms import method_names
-    from fedlib.core import models
+    from fedlib import models
+    from fedlib.core.registry import method_names
     from fedlib.datasets import data, partition
     from fedlib.datasets.augment import AUGMENTATIONS
 

@@ -1,5 +1,5 @@
 """RunConfig validation, hashing and round trips (the method registry is tested in
-tests/unit/algorithms/test_registry.py)."""
+tests/unit/core/test_registry.py)."""
 
 import pytest
 
@@ -82,7 +82,7 @@ def test_explicit_defaults_and_omitted_arguments_hash_alike():
 
 
 def test_dataset_options_reach_the_loader_and_enter_the_hash_only_when_given():
-    from fedlib.core.engine import load_run_dataset
+    from fedlib.engine.engine import load_run_dataset
 
     plain = RunConfig(dataset="digits", model="mlp")
     assert "dataset_options" not in plain.hashed_fields(), "stored runs keep their hashes"

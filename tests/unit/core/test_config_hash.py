@@ -11,12 +11,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from fedlib import store
 from fedlib.commands import cli
-from fedlib.core import engine, store
 from fedlib.core.config import RunConfig, hash_with_unread_settings, unread_partition_defaults
-from fedlib.core.store import migration as store_migration
 from fedlib.datasets.partition import FIELDS_READ, PARTITIONS, SCHEME_SETTINGS, make_partition
+from fedlib.engine import engine
 from fedlib.errors import FedlibError
+from fedlib.store import migration as store_migration
 from tests.helpers import tiny_config
 
 # a value off the default for every partition setting, valid for RunConfig

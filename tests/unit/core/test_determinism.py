@@ -7,8 +7,9 @@ import pytest
 import torch
 
 from fedlib.commands import cli
-from fedlib.core import determinism, engine
+from fedlib.core import determinism
 from fedlib.core.config import RunConfig
+from fedlib.engine import engine
 from fedlib.errors import FedlibError
 from tests.helpers import quiet_run, tiny_config
 

@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from fedlib.core import engine
 from fedlib.core.config import RunConfig
 from fedlib.datasets import data
 from fedlib.datasets.data_check import check_full_size, fingerprint, fingerprint_difference, split_sizes
+from fedlib.engine import engine
 from fedlib.errors import FedlibError
 from tests.helpers import quiet_run, tiny_config
 
@@ -99,7 +99,7 @@ def test_runs_record_their_data_and_the_same_data_is_served(tmp_path, private_ca
 
 def test_reference_runs_committed_before_fingerprints_are_still_served(tmp_path, monkeypatch):
     monkeypatch.delenv("FEDLIB_REFERENCE", raising=False)
-    from fedlib.core import store
+    from fedlib import store
 
     runs = sorted(p for p in store.REFERENCE_RESULTS.iterdir() if (p / "summary.json").exists())
     older = [p for p in runs if "data_fingerprint" not in json.loads((p / "meta.json").read_text())]

@@ -3,9 +3,9 @@ by value, are cached apart from the files, and never reach a store."""
 
 import pytest
 
-from fedlib.core import engine
 from fedlib.core.config import RunConfig
 from fedlib.datasets.sources import FILES, StandIns
+from fedlib.engine import engine
 from fedlib.errors import FedlibError
 
 pytestmark = pytest.mark.usefixtures("one_thread")

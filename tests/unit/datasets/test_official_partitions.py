@@ -14,10 +14,10 @@ import numpy as np
 import pytest
 import torch
 
-from fedlib.core import engine
 from fedlib.core.config import RunConfig
 from fedlib.datasets.data import SPLITS, Dataset, apply_split, check_dataset_options, make_synthetic
 from fedlib.datasets.partition import make_partition, official_quantity_sizes, quantity_holders
+from fedlib.engine import engine
 from fedlib.errors import FedlibError
 
 

@@ -18,7 +18,7 @@ import warnings
 import pytest
 import torch
 
-from fedlib.core import store
+from fedlib import store
 from fedlib.core.config import RunConfig
 from fedlib.errors import FedlibError
 from fedlib.orchestration import executor, experiments, pools
@@ -187,7 +187,7 @@ def _claim(cfg: RunConfig, root, **holder) -> None:
 
 def _partial(cfg: RunConfig, root, rounds: int, torch_threads) -> None:
     """``rounds`` rounds checkpointed, as a worker killed then would leave them."""
-    from fedlib.core import engine
+    from fedlib.engine import engine
 
     torch_threads(1)
     engine.run(cfg, results_dir=root, progress=False, stop_after=rounds)

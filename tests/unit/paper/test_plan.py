@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from fedlib.core import store
+from fedlib import store
 from fedlib.core.config import RunConfig
 from fedlib.datasets import data
 from fedlib.errors import FedlibError

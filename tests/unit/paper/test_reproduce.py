@@ -362,7 +362,7 @@ def test_threads_reach_the_notebooks_kernels_on_the_serial_path(monkeypatch):
 def skip_reason(stem: str, tmp_path: Path, stored_hashes: set[str] | None, monkeypatch) -> str | None:
     """``render_skip_reason`` for a committed notebook under its smoke profile, with the store
     holding exactly ``stored_hashes`` (None: all of them)."""
-    from fedlib.core import store
+    from fedlib import store
     from fedlib.paper.reproduce import build_overrides, load_profiles, render_skip_reason
 
     monkeypatch.setattr(store, "is_stored", lambda cfg, results_dir=None: stored_hashes is None

@@ -7,7 +7,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from fedlib.algorithms import method_names, register, unregister
+from fedlib.core.registry import method_names, register, unregister
 from fedlib.errors import FedlibError
 from fedlib.reporting.exercises import check_method
 

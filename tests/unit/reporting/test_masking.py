@@ -12,7 +12,7 @@ import pytest
 from fedlib.commands import export
 from fedlib.commands.listing import StoredRun
 from fedlib.core.config import RunConfig
-from fedlib.core.engine import RunResult
+from fedlib.engine.engine import RunResult
 from fedlib.orchestration import experiments
 from fedlib.reporting import tables
 

@@ -150,7 +150,7 @@ NOT_IN_REGISTRY = {"fedmr", "fedconcat", "fedgf", "cutout", "feature_augmentatio
 
 
 def test_methods_use_registry_names(results):
-    from fedlib.algorithms import method_names
+    from fedlib.core.registry import method_names
     known = set(method_names()) | NOT_IN_REGISTRY
     parts = {part for method in results["method"] for part in method.split("+")}
     assert parts <= known, sorted(parts - known)

@@ -14,8 +14,8 @@ import pytest  # noqa: E402
 from matplotlib.colors import to_rgb  # noqa: E402
 from PIL import Image  # noqa: E402
 
-from fedlib import algorithms  # noqa: E402
-from fedlib.core import models  # noqa: E402
+from fedlib import models  # noqa: E402
+from fedlib.core import registry  # noqa: E402
 from fedlib.core.config import RunConfig  # noqa: E402
 from fedlib.datasets import data, partition  # noqa: E402
 from fedlib.errors import FedlibError  # noqa: E402
@@ -88,7 +88,7 @@ def test_display_names_in_words():
 
 
 def test_every_dataset_model_method_and_partition_has_a_display_name():
-    identifiers = [*data.DATASETS, *models.MODELS, *algorithms.method_names(), *partition.PARTITIONS]
+    identifiers = [*data.DATASETS, *models.MODELS, *registry.method_names(), *partition.PARTITIONS]
     missing = [name for name in identifiers if name not in plots.DISPLAY_NAMES]
     assert not missing, f"add {missing} to fedlib.reporting.plots.DISPLAY_NAMES"
 

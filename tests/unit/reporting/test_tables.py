@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 
 from fedlib.core.config import RunConfig
-from fedlib.core.engine import RunResult
+from fedlib.engine.engine import RunResult
 from fedlib.errors import FedlibError
 from fedlib.orchestration import timing
 from fedlib.reporting import tables
@@ -167,7 +167,7 @@ def test_round_cost_units_adds_pkd_experts_and_distillation():
 
 
 def test_pkd_cost_counted_from_a_real_run_matches_pkds_own_accounting():
-    from fedlib.core.engine import run
+    from fedlib.engine.engine import run
 
     cfg = RunConfig(dataset="synthetic", model="mlp", partition="iid", clients=3, rounds=3, local_epochs=1,
                     batch_size=16, max_train_samples=200, max_test_samples=50, method="pkd", device="cpu",

@@ -5,7 +5,7 @@ import math
 import sys
 from pathlib import Path
 
-from fedlib.core import store
+from fedlib import store
 
 
 def summary(run: Path) -> dict:

@@ -36,11 +36,11 @@ import torch.nn.functional as F
 ROOT = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(ROOT))
 
+from fedlib import store  # noqa: E402
 from fedlib.algorithms.fedmr import intra_class_decorrelation  # noqa: E402
-from fedlib.core import store  # noqa: E402
-from fedlib.core.engine import predictor, prepare, run_round  # noqa: E402
-from fedlib.core.evaluation import evaluate  # noqa: E402
 from fedlib.datasets.augment import normalize  # noqa: E402
+from fedlib.engine.engine import predictor, prepare, run_round  # noqa: E402
+from fedlib.engine.evaluation import evaluate  # noqa: E402
 from fedlib.measures.metrics import predict  # noqa: E402
 
 STORED_FEDMR = ROOT / "reference_results" / "d812f7240c07"  # FedMR, MNIST Dir(0.1), seed 0: best 9.82 %

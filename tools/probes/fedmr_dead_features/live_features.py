@@ -9,7 +9,7 @@ import json
 import sys
 from pathlib import Path
 
-from fedlib.core import store
+from fedlib import store
 from fedlib.core.state import build_run_model
 from fedlib.datasets.augment import normalize
 from fedlib.datasets.data import load_dataset

@@ -26,10 +26,10 @@ import numpy as np
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from fedlib.core import engine  # noqa: E402
 from fedlib.core.config import RunConfig  # noqa: E402
 from fedlib.datasets.dataset import Dataset  # noqa: E402
 from fedlib.datasets.sources import FILES, DataSource  # noqa: E402
+from fedlib.engine import engine  # noqa: E402
 from authors_partition import authors_partition  # noqa: E402
 
 SETTINGS = ("fedlib", "norm", "authors", "authpart")
