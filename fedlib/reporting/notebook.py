@@ -327,6 +327,7 @@ def apply_profile(stem: str, namespace: dict) -> dict:
     _readable_numbers(shell)
     _short_warnings(shell)
     check_environment()
+    use_environment()
     root = find_root(stem)
     notebook = root / "notebooks" / f"{stem}.ipynb"
     declared = cell_defaults(notebook)
@@ -361,6 +362,15 @@ def apply_profile(stem: str, namespace: dict) -> dict:
         if estimate:
             print(estimate)
     return resolved
+
+
+def use_environment() -> None:
+    """The notebook's set-up is an edge: the run defaults the environment asks for
+    ($FEDLIB_BACKEND, $FEDLIB_DETERMINISTIC; ``reproduce.sh`` passes them on to its kernels) are
+    read here, once, and hold for every RunConfig this kernel makes (``config.set_defaults``)."""
+    from fedlib.core import config  # torch: not on reproduce --list's path
+
+    config.set_defaults(**config.defaults_from(os.environ))
 
 
 RETRAIN_PROFILE = "lesson"  # the profile whose stored retrain times are scaled to this machine and printed

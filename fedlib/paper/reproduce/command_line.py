@@ -155,6 +155,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         os.environ["FEDLIB_DOWNLOAD"] = "1"
     notebooks_dir = Path(args.notebooks_dir or REPO_ROOT / "notebooks").resolve()
     profiles_dir = Path(args.profiles_dir or notebooks_dir.parent / "profiles")
+    before = None  # the run defaults found, put back at the end (a caller in the same process)
     try:
         check_environment()
         _check_options(args)
@@ -167,6 +168,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.list:
             print(format_listing(notebooks_dir, profiles_dir, args.only))
             return 0
+        from fedlib.core import config  # torch: not on --list's path
+
+        # an edge: $FEDLIB_BACKEND and $FEDLIB_DETERMINISTIC, read once, for the runs declared here
+        # (the kernels inherit the variables and read them in their set-up, reporting.notebook.apply_profile)
+        before = config.set_defaults(**config.defaults_from(os.environ))
         if args.dry_run:
             return _dry_run_main(args, notebooks_dir, profiles_dir)
         if args.plan:
@@ -198,6 +204,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("\ninterrupted: run the same command again to go on (stored runs are reused, an interrupted run "
               "resumes from its last checkpoint)", file=sys.stderr)
         return 130
+    finally:
+        if before is not None:
+            config.set_defaults(**before)
     summary = format_summary(runs)
     print(summary if args.verbose else summary.splitlines()[-1])
     if runs:
