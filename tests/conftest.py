@@ -35,6 +35,28 @@ def _torch_threads_unchanged():
         torch.set_num_threads(previous)
 
 
+@pytest.fixture(autouse=True)
+def _modes_reset():
+    """A test that sets a process-wide mode (the run defaults an edge sets, render-only) leaves
+    fedlib's own behind: the next test starts as a fresh process would."""
+    from fedlib.core import config
+    from fedlib.engine import engine
+
+    yield
+    config.reset_defaults()
+    engine.set_render_only(False)
+
+
+@pytest.fixture
+def render_only():
+    """Runs come from the stores only for one test, as under ``reproduce --render-only``."""
+    from fedlib.engine import engine
+
+    engine.set_render_only(True)
+    yield
+    engine.set_render_only(False)
+
+
 def pytest_collection_modifyitems(config, items):
     """Tests marked ``cuda`` run where a CUDA GPU is present and are skipped elsewhere: no test
     depends on a GPU."""

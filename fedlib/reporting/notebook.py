@@ -365,12 +365,16 @@ def apply_profile(stem: str, namespace: dict) -> dict:
 
 
 def use_environment() -> None:
-    """The notebook's set-up is an edge: the run defaults the environment asks for
-    ($FEDLIB_BACKEND, $FEDLIB_DETERMINISTIC; ``reproduce.sh`` passes them on to its kernels) are
-    read here, once, and hold for every RunConfig this kernel makes (``config.set_defaults``)."""
+    """The notebook's set-up is an edge: the modes the environment asks for are read here, once,
+    and hold for the rest of this kernel (``reproduce.sh`` passes them on to the kernels it starts):
+    the run defaults $FEDLIB_BACKEND and $FEDLIB_DETERMINISTIC for every RunConfig it makes
+    (``config.set_defaults``), and $FEDLIB_RENDER_ONLY=1 (``reproduce --render-only``): runs
+    come from the stores only (``engine.set_render_only``)."""
     from fedlib.core import config  # torch: not on reproduce --list's path
+    from fedlib.engine import engine
 
     config.set_defaults(**config.defaults_from(os.environ))
+    engine.set_render_only(os.environ.get(engine.RENDER_ONLY_ENV, "") not in ("", "0"))
 
 
 RETRAIN_PROFILE = "lesson"  # the profile whose stored retrain times are scaled to this machine and printed

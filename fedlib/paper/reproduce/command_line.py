@@ -149,7 +149,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; returns the exit status (0 ok, 1 a notebook or dry-run config failed, 2 bad options)."""
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(message)s")
-    if args.render_only:  # inherited by the kernels papermill starts
+    if args.render_only:  # inherited by the kernels papermill starts, whose set-up reads it (notebook.use_environment)
         os.environ["FEDLIB_RENDER_ONLY"] = "1"
     if args.download:  # read by fedlib.datasets.data, here and in the kernels
         os.environ["FEDLIB_DOWNLOAD"] = "1"
@@ -173,6 +173,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         # an edge: $FEDLIB_BACKEND and $FEDLIB_DETERMINISTIC, read once, for the runs declared here
         # (the kernels inherit the variables and read them in their set-up, reporting.notebook.apply_profile)
         before = config.set_defaults(**config.defaults_from(os.environ))
+        from fedlib.engine import engine
+
+        rendering = engine.set_render_only(args.render_only)  # this process's mode: skips, publish notes
         if args.dry_run:
             return _dry_run_main(args, notebooks_dir, profiles_dir)
         if args.plan:
@@ -207,6 +210,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         if before is not None:
             config.set_defaults(**before)
+            engine.set_render_only(rendering)
     summary = format_summary(runs)
     print(summary if args.verbose else summary.splitlines()[-1])
     if runs:

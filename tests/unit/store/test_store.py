@@ -578,6 +578,10 @@ def test_render_only_trains_nothing_and_marks_cells_not_run(tmp_path, reference,
     stored, missing = tiny_config(rounds=2, method="fedavg"), tiny_config(rounds=2, method="fedprox")
     engine.run(stored, results_dir=tmp_path, progress=False)
     monkeypatch.setenv("FEDLIB_RENDER_ONLY", "1")
+    assert engine.run(stored, results_dir=tmp_path, progress=False).summary, "served: the variable is read at an edge"
+    with pytest.raises(engine.NotRun, match="is in no store"):
+        engine.run(missing, results_dir=tmp_path, progress=False, render_only=True)
+    engine.set_render_only(True)  # what a notebook's set-up does with the variable (notebook.use_environment)
     with pytest.raises(engine.NotRun, match="is in no store"):
         engine.run(missing, results_dir=tmp_path, progress=False)
     # stored, but a hook must see every round: it would be recomputed, which render-only forbids
