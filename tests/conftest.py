@@ -37,14 +37,13 @@ def _torch_threads_unchanged():
 
 @pytest.fixture(autouse=True)
 def _modes_reset():
-    """A test that sets a process-wide mode (the run defaults an edge sets, render-only) leaves
-    fedlib's own behind: the next test starts as a fresh process would."""
-    from fedlib.core import config
-    from fedlib.engine import engine
+    """A test that sets a process-wide mode (what an edge reads from the environment: the run
+    defaults, render-only, downloads, threads, ...) leaves fedlib's own behind: the next test
+    starts as a fresh process whose environment sets none would."""
+    from fedlib.orchestration import environment
 
     yield
-    config.reset_defaults()
-    engine.set_render_only(False)
+    environment.reset()
 
 
 @pytest.fixture

@@ -574,14 +574,10 @@ def _main(argv: list[str]) -> int:
         check_environment()
         _check_folders(ns)
         if ns.command in ("run", "sweep"):
-            from fedlib.core import config  # torch: not on the path of fedlib list
+            from fedlib.orchestration import environment  # torch: not on the path of fedlib list
 
-            # the command line is an edge: $FEDLIB_BACKEND and $FEDLIB_DETERMINISTIC are read here, once
-            before = config.set_defaults(**config.defaults_from(os.environ))
-            try:
+            with environment.applied(os.environ):  # the command line is an edge: the modes are read here, once
                 return (_cmd_run if ns.command == "run" else _cmd_sweep)(ns, argv)
-            finally:
-                config.set_defaults(**before)
         handler = {"sweep": _cmd_sweep, "list": _cmd_list, "show": _cmd_show, "export": _cmd_export,
                    "methods": _cmd_methods, "migrate": _cmd_migrate}[ns.command]
         return handler(ns)

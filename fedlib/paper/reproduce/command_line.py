@@ -8,6 +8,7 @@ import argparse
 import logging
 import os
 import sys
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Sequence
 
@@ -155,11 +156,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         os.environ["FEDLIB_DOWNLOAD"] = "1"
     notebooks_dir = Path(args.notebooks_dir or REPO_ROOT / "notebooks").resolve()
     profiles_dir = Path(args.profiles_dir or notebooks_dir.parent / "profiles")
-    before = None  # the run defaults found, put back at the end (a caller in the same process)
+    modes = ExitStack()  # the modes found, put back at the end (a caller in the same process)
     try:
         check_environment()
         _check_options(args)
-        if args.threads is not None:  # the kernels' runs train with it (resources.cap_threads reads it there)
+        if args.threads is not None:  # the kernels' runs train with it (their set-up reads it)
             from fedlib.orchestration.resources import THREADS_ENV
 
             os.environ[THREADS_ENV] = str(args.threads)
@@ -168,14 +169,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.list:
             print(format_listing(notebooks_dir, profiles_dir, args.only))
             return 0
-        from fedlib.core import config  # torch: not on --list's path
+        from fedlib.orchestration import environment  # torch: not on --list's path
 
-        # an edge: $FEDLIB_BACKEND and $FEDLIB_DETERMINISTIC, read once, for the runs declared here
-        # (the kernels inherit the variables and read them in their set-up, reporting.notebook.apply_profile)
-        before = config.set_defaults(**config.defaults_from(os.environ))
-        from fedlib.engine import engine
-
-        rendering = engine.set_render_only(args.render_only)  # this process's mode: skips, publish notes
+        # an edge: the modes (render-only, download, threads, run defaults) read once for this process;
+        # the kernels inherit the variables and read them in their set-up (reporting.notebook.use_environment)
+        modes.enter_context(environment.applied(os.environ))
         if args.dry_run:
             return _dry_run_main(args, notebooks_dir, profiles_dir)
         if args.plan:
@@ -208,9 +206,7 @@ def main(argv: Sequence[str] | None = None) -> int:
               "resumes from its last checkpoint)", file=sys.stderr)
         return 130
     finally:
-        if before is not None:
-            config.set_defaults(**before)
-            engine.set_render_only(rendering)
+        modes.close()
     summary = format_summary(runs)
     print(summary if args.verbose else summary.splitlines()[-1])
     if runs:

@@ -350,13 +350,14 @@ def test_reproduce_refuses_an_empty_only_and_a_missing_data_folder(tmp_path, cap
 
 def test_threads_reach_the_notebooks_kernels_on_the_serial_path(monkeypatch):
     """--threads without --executor used to be dropped: the kernels trained on every core."""
-    from fedlib.orchestration.resources import THREADS_ENV, thread_budget
+    from fedlib.orchestration import environment
+    from fedlib.orchestration.resources import THREADS_ENV
     from fedlib.paper import reproduce
 
     monkeypatch.delenv(THREADS_ENV, raising=False)  # restored (unset) after the test
     assert reproduce.main(["--list", "--threads", "1"]) == 0
     assert os.environ[THREADS_ENV] == "1"  # what the kernels papermill starts inherit
-    assert thread_budget() == 1
+    assert environment.modes_from(os.environ)["threads"] == 1  # what their set-up reads
 
 
 # ---------------------------------------------------------------------- render-only: what is left out

@@ -28,7 +28,7 @@ from fedlib.core.config import RunConfig
 from fedlib.core.state import sample_clients
 from fedlib.engine import engine
 from fedlib.errors import FedlibError
-from fedlib.orchestration import experiments
+from fedlib.orchestration import environment, experiments
 from fedlib.orchestration.experiments import results_frame
 from fedlib.reporting import tables
 from fedlib.store import claim as store_claim, files as store_files, provenance, publishing as store_publishing
@@ -535,7 +535,7 @@ def test_a_run_published_with_its_model_serves_the_model(tmp_path, reference, mo
     assert sorted(p.name for p in folder.iterdir()) == sorted((*store.REFERENCE_FILES, store.FINAL_FILE, store.DIGEST_FILE))
     served = engine.run(cfg, results_dir=tmp_path / "fresh", progress=False)
     assert served.folder == folder
-    monkeypatch.setenv(store.MODEL_READS_ENV, str(tmp_path / "reads.txt"))  # how tools/lesson_store.py learns it
+    environment.apply({store.MODEL_READS_ENV: str(tmp_path / "reads.txt")})  # a kernel's set-up: how tools/lesson_store.py learns it
     engine.run(cfg.replace(seed=1), results_dir=tmp_path / "work", progress=False)  # training reads no model for it
     assert not (tmp_path / "reads.txt").exists()
     served.global_state()
