@@ -34,15 +34,18 @@ def _on(value: str | None) -> bool:
 def modes_from(environ: Mapping[str, str]) -> dict:
     """The modes ``environ`` (an edge's ``os.environ``) asks for; a bad value is one line."""
     from fedlib.core import config
+    from fedlib.datasets import data
+    from fedlib.engine import engine
     from fedlib.engine.backends import stacked
     from fedlib.orchestration import resources
+    from fedlib.store import paths, record
 
-    return {"defaults": config.defaults_from(environ), "render_only": _on(environ.get("FEDLIB_RENDER_ONLY")),
-            "download": environ.get("FEDLIB_DOWNLOAD") == "1",
+    return {"defaults": config.defaults_from(environ), "render_only": _on(environ.get(engine.RENDER_ONLY_ENV)),
+            "download": environ.get(data.DOWNLOAD_ENV) == "1",
             "threads": resources.threads_from(environ.get(resources.THREADS_ENV)),
             "stack_memory": _stack_memory(environ.get(stacked.STACK_MEMORY_ENV)),
-            "model_reads": environ.get("FEDLIB_MODEL_READS") or None,
-            "write_reference": _on(environ.get("FEDLIB_WRITE_REFERENCE"))}
+            "model_reads": environ.get(record.MODEL_READS_ENV) or None,
+            "write_reference": _on(environ.get(paths.WRITE_REFERENCE_ENV))}
 
 
 def _stack_memory(text: str | None) -> int | None:

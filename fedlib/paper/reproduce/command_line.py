@@ -150,9 +150,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; returns the exit status (0 ok, 1 a notebook or dry-run config failed, 2 bad options)."""
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(message)s")
-    if args.render_only:  # inherited by the kernels papermill starts, whose set-up reads it (notebook.use_environment)
+    if args.render_only:  # inherited by the kernels papermill starts, whose set-up reads it (notebook.apply_profile)
         os.environ["FEDLIB_RENDER_ONLY"] = "1"
-    if args.download:  # read by fedlib.datasets.data, here and in the kernels
+    if args.download:  # read below for this process, and by the kernels' set-up
         os.environ["FEDLIB_DOWNLOAD"] = "1"
     notebooks_dir = Path(args.notebooks_dir or REPO_ROOT / "notebooks").resolve()
     profiles_dir = Path(args.profiles_dir or notebooks_dir.parent / "profiles")
@@ -172,7 +172,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         from fedlib.orchestration import environment  # torch: not on --list's path
 
         # an edge: the modes (render-only, download, threads, run defaults) read once for this process;
-        # the kernels inherit the variables and read them in their set-up (reporting.notebook.use_environment)
+        # the kernels inherit the variables and read them in their set-up (reporting.notebook.apply_profile)
         modes.enter_context(environment.applied(os.environ))
         if args.dry_run:
             return _dry_run_main(args, notebooks_dir, profiles_dir)

@@ -581,7 +581,7 @@ def test_render_only_trains_nothing_and_marks_cells_not_run(tmp_path, reference,
     assert engine.run(stored, results_dir=tmp_path, progress=False).summary, "served: the variable is read at an edge"
     with pytest.raises(engine.NotRun, match="is in no store"):
         engine.run(missing, results_dir=tmp_path, progress=False, render_only=True)
-    engine.set_render_only(True)  # what a notebook's set-up does with the variable (notebook.use_environment)
+    engine.set_render_only(True)  # what a notebook's set-up does with the variable (notebook.apply_profile)
     with pytest.raises(engine.NotRun, match="is in no store"):
         engine.run(missing, results_dir=tmp_path, progress=False)
     # stored, but a hook must see every round: it would be recomputed, which render-only forbids
@@ -597,6 +597,11 @@ def test_render_only_trains_nothing_and_marks_cells_not_run(tmp_path, reference,
     _, _, text = tables.paper_layout(frame, "final_accuracy")
     assert text.loc["fedprox"].tolist() == [tables.NOT_RUN]
     assert text.loc["fedavg"].iloc[0] not in (tables.NOT_RUN, "-")
+    engine.set_render_only(False)  # the argument alone, passed down from run_all to engine.run
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        again = experiments.run_all([missing], results_dir=tmp_path, progress=False, render_only=True)
+    assert again[0].summary.get("not_run") and not (tmp_path / missing.hash()).exists()
 
 
 def test_the_reference_store_can_be_switched_off(tmp_path, monkeypatch):
