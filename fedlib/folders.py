@@ -45,12 +45,17 @@ def env_folder(env: str) -> Path | None:
     return user_folder(os.environ.get(env), f"${env}")
 
 
+def switched_off(env: str) -> bool:
+    """Whether folder variable ``env`` says ``off`` (``FEDLIB_REFERENCE=off``: no reference store)."""
+    return os.environ.get(env) == "off"
+
+
 def check_environment() -> None:
     """Check the folder variables (:data:`FOLDER_ENVS`) that are set, and write each back with its
     ``~`` expanded, so every reader (the dataset loaders, worker processes, notebook kernels)
     sees the folder meant. Raises :class:`FedlibError` for a blank one."""
     for env in FOLDER_ENVS:
-        if env == "FEDLIB_REFERENCE" and os.environ.get(env) == "off":
+        if env == "FEDLIB_REFERENCE" and switched_off(env):
             continue
         path = env_folder(env)
         if path is not None:

@@ -35,6 +35,27 @@ def _torch_threads_unchanged():
         torch.set_num_threads(previous)
 
 
+@pytest.fixture(autouse=True)
+def _modes_reset():
+    """A test that sets a process-wide mode (what an edge reads from the environment: the run
+    defaults, render-only, downloads, threads, ...) leaves fedlib's own behind: the next test
+    starts as a fresh process whose environment sets none would."""
+    from fedlib.orchestration import environment
+
+    yield
+    environment.reset()
+
+
+@pytest.fixture
+def render_only():
+    """Runs come from the stores only for one test, as under ``reproduce --render-only``."""
+    from fedlib.engine import engine
+
+    engine.set_render_only(True)
+    yield
+    engine.set_render_only(False)
+
+
 def pytest_collection_modifyitems(config, items):
     """Tests marked ``cuda`` run where a CUDA GPU is present and are skipped elsewhere: no test
     depends on a GPU."""

@@ -17,6 +17,7 @@ sums floats in another order.
 from __future__ import annotations
 
 import argparse
+import os
 import subprocess
 import sys
 import time
@@ -26,6 +27,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from fedlib import store  # noqa: E402
+from fedlib.orchestration import environment  # noqa: E402
 from fedlib.engine import engine
 from fedlib.errors import FedlibError  # noqa: E402
 from fedlib.orchestration.resources import apply_thread_budget  # noqa: E402
@@ -113,6 +115,7 @@ def main(argv=None) -> int:
     parser.add_argument("--force", action="store_true",
                         help="train and publish from uncommitted fedlib/ code (the reference store refuses it otherwise)")
     args = parser.parse_args(argv)
+    environment.apply(os.environ)  # a tool's main is an edge: $FEDLIB_THREADS, $FEDLIB_DETERMINISTIC, ...
     import ast
 
     where = dict(item.split("=", 1) for item in args.where)

@@ -574,7 +574,10 @@ def _main(argv: list[str]) -> int:
         check_environment()
         _check_folders(ns)
         if ns.command in ("run", "sweep"):
-            return (_cmd_run if ns.command == "run" else _cmd_sweep)(ns, argv)
+            from fedlib.orchestration import environment  # torch: not on the path of fedlib list
+
+            with environment.applied(os.environ):  # the command line is an edge: the modes are read here, once
+                return (_cmd_run if ns.command == "run" else _cmd_sweep)(ns, argv)
         handler = {"sweep": _cmd_sweep, "list": _cmd_list, "show": _cmd_show, "export": _cmd_export,
                    "methods": _cmd_methods, "migrate": _cmd_migrate}[ns.command]
         return handler(ns)

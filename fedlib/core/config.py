@@ -14,9 +14,9 @@ import hashlib
 import json
 import os
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Mapping
 
-from fedlib.core.determinism import default_deterministic
+from fedlib.core import determinism
 from fedlib.core.registry import canonical_method, check_method, method_class, resolve_hparams
 from fedlib.errors import FedlibError, one_of
 from fedlib.folders import user_folder
@@ -35,6 +35,41 @@ PRECISIONS = ("fp32", "bf16")
 _LATER_DEFAULTS = {"quantity_split": "symmetric", "drop_last": False, "global_balance": False}
 BACKENDS = ("sequential", "threads", "stacked", "auto")
 DEFAULT_BACKEND = "auto"  # the fast path; "sequential" is the reference the tests compare against
+BACKEND_ENV = "FEDLIB_BACKEND"
+
+# What a RunConfig made without ``backend`` or ``deterministic`` gets. fedlib never reads the
+# environment for them: an edge (the command line, reproduce, a notebook's set-up, a tool's main)
+# reads $FEDLIB_BACKEND and $FEDLIB_DETERMINISTIC once (:func:`defaults_from`) and sets them here
+# (:func:`set_defaults`); :func:`reset_defaults` puts back fedlib's own.
+_DEFAULTS = {"backend": DEFAULT_BACKEND, "deterministic": True}
+
+
+def defaults_from(environ: Mapping[str, str]) -> dict[str, Any]:
+    """The run defaults ``environ`` (an edge's ``os.environ``) asks for: ``backend`` from
+    $FEDLIB_BACKEND (unset or blank: auto), ``deterministic`` from $FEDLIB_DETERMINISTIC
+    (:func:`fedlib.core.determinism.switch`); a value that is neither is one line."""
+    backend = (environ.get(BACKEND_ENV) or "").strip() or DEFAULT_BACKEND
+    if backend not in BACKENDS:
+        raise one_of("backend", backend, BACKENDS)
+    return {"backend": backend, "deterministic": determinism.switch(environ.get(determinism.ENV))}
+
+
+def set_defaults(*, backend: str | None = None, deterministic: bool | None = None) -> dict[str, Any]:
+    """Make ``backend`` and ``deterministic`` (those given) the defaults of every RunConfig made
+    from now on in this process; returns the defaults before, for a caller that puts them back."""
+    before = dict(_DEFAULTS)
+    if backend is not None:
+        if backend not in BACKENDS:
+            raise one_of("backend", backend, BACKENDS)
+        _DEFAULTS["backend"] = backend
+    if deterministic is not None:
+        _DEFAULTS["deterministic"] = bool(deterministic)
+    return before
+
+
+def reset_defaults() -> None:
+    """fedlib's own run defaults again: backend auto, deterministic kernels."""
+    _DEFAULTS.update(backend=DEFAULT_BACKEND, deterministic=True)
 
 
 @dataclass(frozen=True)
@@ -88,13 +123,13 @@ class RunConfig:
     results_dir: str | None = None
     download: bool = False
     # local training: sequential | threads | stacked | auto (fedlib.engine.backends.threaded, .stacked);
-    # default $FEDLIB_BACKEND, else auto: threads on a CPU, on a GPU the fastest path verified there
-    # (fedlib.engine.backend_choice; fast paths fall back to sequential where a method needs it)
-    backend: str = field(default_factory=lambda: os.environ.get("FEDLIB_BACKEND") or DEFAULT_BACKEND)
+    # default auto (or what an edge set, set_defaults: $FEDLIB_BACKEND): threads on a CPU, on a GPU the fastest
+    # path verified there (fedlib.engine.backend_choice; fast paths fall back to sequential where a method needs it)
+    backend: str = field(default_factory=lambda: _DEFAULTS["backend"])
     channels_last: bool = False  # image batches and conv weights in NHWC memory layout
     # on CUDA, deterministic kernels (bit-identical repeat runs); False trades that for speed (fedlib.core.determinism);
-    # default $FEDLIB_DETERMINISTIC, else True. CPU runs are bit-identical either way.
-    deterministic: bool = field(default_factory=default_deterministic)
+    # default True (or what an edge set, set_defaults: $FEDLIB_DETERMINISTIC). CPU runs are bit-identical either way.
+    deterministic: bool = field(default_factory=lambda: _DEFAULTS["deterministic"])
     # numbers-defining: bf16 autocast of the local forward passes (fp32 master weights and losses)
     precision: str = "fp32"
 

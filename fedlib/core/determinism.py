@@ -38,14 +38,15 @@ _OFF = ("0", "false", "off", "no")
 _ON = ("1", "true", "on", "yes")
 
 
-def default_deterministic() -> bool:
-    """The default of ``RunConfig.deterministic``: ``$FEDLIB_DETERMINISTIC`` read as a switch
-    (0/1, true/false, on/off, yes/no, any case), True when unset or blank; another value is one line."""
-    value = os.environ.get(ENV, "").strip().lower()
-    if value and value not in _ON + _OFF:
-        raise FedlibError(f"${ENV}={os.environ[ENV]!r} is no switch; set it to 1 or 0 (true/false, on/off, "
+def switch(value: str | None) -> bool:
+    """``$FEDLIB_DETERMINISTIC``'s value (None: unset) read as a switch (0/1, true/false, on/off,
+    yes/no, any case), True when unset or blank; another value is one line. The library never
+    reads the variable: an edge passes its value (:func:`fedlib.core.config.defaults_from`)."""
+    text = (value or "").strip().lower()
+    if text and text not in _ON + _OFF:
+        raise FedlibError(f"${ENV}={value!r} is no switch; set it to 1 or 0 (true/false, on/off, "
                           "yes/no), or unset it for deterministic runs")
-    return value not in _OFF
+    return text not in _OFF
 
 
 def configure(device: torch.device, deterministic: bool) -> dict[str, bool]:

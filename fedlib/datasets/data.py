@@ -57,6 +57,7 @@ from fedlib.datasets.identity import identify
 from fedlib.datasets.loaders import (  # noqa: F401
     _LOADERS, _finish, _office_domains, _Source, channel_stats, read_images, resize_images)
 from fedlib.errors import FedlibError, one_of
+from fedlib.folders import env_folder
 
 # torchvision's native layout: dataset -> (folder under the data folder, a file that must exist)
 _TORCHVISION_LAYOUT = {
@@ -184,7 +185,7 @@ def _missing_message(name: str, data_dir: str | os.PathLike | None, download: bo
 
 
 def _data_root(data_dir, cache_root: Path) -> Path:
-    return Path(data_dir or os.environ.get("FEDLIB_DATA") or cache_root / "data")
+    return Path(data_dir or env_folder("FEDLIB_DATA") or cache_root / "data")
 
 
 def data_root(data_dir: str | os.PathLike | None = None) -> Path:
@@ -193,8 +194,20 @@ def data_root(data_dir: str | os.PathLike | None = None) -> Path:
     return _data_root(data_dir, _cache_root(None))
 
 
+DOWNLOAD_ENV = "FEDLIB_DOWNLOAD"  # =1: an edge lets every run download what it lacks (set_download)
+_DOWNLOAD = False  # this process's mode, set by an edge (orchestration.environment), never read from the environment
+
+
+def set_download(on: bool) -> bool:
+    """Let torchvision download a missing dataset for every run of this process (``on``), as
+    ``download=True`` does for one; returns the mode before."""
+    global _DOWNLOAD
+    before, _DOWNLOAD = _DOWNLOAD, bool(on)
+    return before
+
+
 def _download_allowed(download: bool) -> bool:
-    return bool(download) or os.environ.get("FEDLIB_DOWNLOAD") == "1"
+    return bool(download) or _DOWNLOAD
 
 
 # ----------------------------------------------------------------------------- finding sources
@@ -270,7 +283,7 @@ _LAYOUT_CHECKS: dict[str, Callable[[Path], bool]] = {
 
 
 def _cache_root(cache_dir) -> Path:
-    root = cache_dir or os.environ.get("FEDLIB_CACHE") or Path.home() / ".cache" / "fedlib"
+    root = cache_dir or env_folder("FEDLIB_CACHE") or Path.home() / ".cache" / "fedlib"
     return Path(root)
 
 

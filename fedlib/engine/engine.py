@@ -319,7 +319,7 @@ def _to_device(value: Any, device: torch.device) -> Any:
 
 def run(cfg: RunConfig, *, hooks: Sequence[Observer] = (), progress: bool = True, use_store: bool = True,
         results_dir: str | os.PathLike | None = None, stop_after: int | None = None,
-        source: DataSource = FILES) -> RunResult:
+        source: DataSource = FILES, render_only: bool | None = None) -> RunResult:
     """Run ``cfg`` (or return it from a store that holds it complete: the reference store when it
     does, whatever the working store holds, else the working store; see ``store.served_record``).
 
@@ -333,6 +333,9 @@ def run(cfg: RunConfig, *, hooks: Sequence[Observer] = (), progress: bool = True
 
     ``source`` is where the images come from: the files, or stand-ins for a dry run or a
     benchmark; a run on stand-ins is never stored nor served (``use_store=False``).
+
+    ``render_only``: runs come from the stores only, a run that would train raises :class:`NotRun`
+    (None: this process's mode, :func:`render_only`, which a notebook's set-up sets).
     """
     if use_store and not source.real:
         raise FedlibError(f"a run on {source.describe()} is never stored: pass use_store=False")
@@ -341,10 +344,10 @@ def run(cfg: RunConfig, *, hooks: Sequence[Observer] = (), progress: bool = True
     served = store.served_record(cfg, results_dir) if use_store and not hooks else None
     if served is not None:  # the reference store's run when it holds one (read-only, metrics only)
         return _served(cfg, served, progress)
-    if use_store and render_only():
+    if use_store and (_RENDER_ONLY if render_only is None else render_only):
         why = "must be recomputed for a recording hook" if hooks else "is in no store"
         raise NotRun(f"run {cfg.hash()} ({cfg.method} on {cfg.dataset}, seed {cfg.seed}) {why} "
-                     "and FEDLIB_RENDER_ONLY is set")
+                     "and runs are rendered only (reproduce --render-only)")
     if record is not None and hooks and (record.folder / "config.json").exists():
         record = None  # hooks must see every round: recompute beside the stored run, leaving it untouched
     if record is None:
@@ -376,9 +379,23 @@ class NotRun(FedlibError):
     """A config that neither store holds, asked for while rendering only (nothing trains)."""
 
 
+RENDER_ONLY_ENV = "FEDLIB_RENDER_ONLY"  # how reproduce --render-only tells its kernels; read at their set-up
+_RENDER_ONLY = False  # this process's mode: set by an edge (set_render_only), never read from the environment
+
+
 def render_only() -> bool:
-    """Whether runs come from the stores only ($FEDLIB_RENDER_ONLY=1, set by reproduce --render-only)."""
-    return os.environ.get("FEDLIB_RENDER_ONLY", "") not in ("", "0")
+    """Whether this process's runs come from the stores only: the mode an edge set with
+    :func:`set_render_only` (``reproduce --render-only``; in its kernels, the notebook's set-up,
+    ``fedlib.reporting.notebook.apply_profile``, from $FEDLIB_RENDER_ONLY). Off unless set."""
+    return _RENDER_ONLY
+
+
+def set_render_only(on: bool) -> bool:
+    """Make runs in this process come from the stores only (``on``) or train as usual; returns
+    the mode before, for a caller that puts it back."""
+    global _RENDER_ONLY
+    before, _RENDER_ONLY = _RENDER_ONLY, bool(on)
+    return before
 
 
 def _train(cfg: RunConfig, record: store.RunRecord | None, claim, hooks: Sequence[Observer], progress: bool,

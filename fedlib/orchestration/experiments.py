@@ -17,7 +17,8 @@ import pandas as pd
 
 from fedlib import store
 from fedlib.core.config import RunConfig
-from fedlib.engine.engine import NotRun, RunResult, render_only, run
+from fedlib.engine.engine import NotRun, RunResult, run
+from fedlib.engine.engine import render_only as engine_render_only
 from fedlib.errors import FedlibError
 
 
@@ -47,22 +48,27 @@ def _count(configs: Iterable[RunConfig], results_dir: str | os.PathLike | None =
 
 def run_all(configs: Sequence[RunConfig], results_dir: str | os.PathLike | None = None,
             progress: bool = True, *, executor: str = "serial", workers: int | None = None,
-            address: str | None = None, threads: int | None = None, verbose: bool = False) -> list[RunResult]:
+            address: str | None = None, threads: int | None = None, verbose: bool = False,
+            render_only: bool | None = None) -> list[RunResult]:
     """Run every config not yet in the store and return all results, in order.
 
     ``executor="serial"`` trains them here one after another; ``"local"`` (``workers`` processes on
     this machine; ``workers > 1`` alone means it) or ``"ray"`` (local Ray, or the cluster at
     ``address``) trains them side by side first (:func:`fedlib.orchestration.executor.execute`), then serves
     every result from the store (``verbose``: a line per run the executor finishes). A run that
-    fails on a worker raises here, after all the others have finished."""
+    fails on a worker raises here, after all the others have finished.
+
+    ``render_only`` (None: this process's mode, :func:`fedlib.engine.engine.render_only`): nothing
+    trains; a run in no store is a placeholder whose cells read "not run"."""
     from tqdm.auto import tqdm
 
     from fedlib.orchestration.resources import apply_thread_budget
 
     apply_thread_budget(threads)
+    rendering = engine_render_only() if render_only is None else render_only
     if executor == "serial" and workers is not None and workers > 1:
         executor = "local"
-    if executor != "serial" and not render_only():
+    if executor != "serial" and not rendering:
         _execute(configs, results_dir, progress, executor, workers, address, threads, verbose)
     todo = _count(configs, results_dir)
     if progress and todo["to_run"]:
@@ -71,7 +77,7 @@ def run_all(configs: Sequence[RunConfig], results_dir: str | os.PathLike | None 
     for cfg in tqdm(configs, desc="runs", unit="run", disable=not progress or todo["to_run"] == 0):
         try:
             quiet = store.is_stored(cfg, results_dir)  # served silently: the plan line counted it
-            results.append(run(cfg, results_dir=results_dir, progress=progress and not quiet))
+            results.append(run(cfg, results_dir=results_dir, progress=progress and not quiet, render_only=rendering))
         except NotRun:  # rendering only: a placeholder whose cells the tables show as "not run"
             results.append(RunResult.not_run(cfg))
             missing += 1

@@ -11,7 +11,7 @@ from fedlib.core.config import RunConfig
 from fedlib.errors import FedlibError, one_line
 from fedlib.orchestration import resources
 from fedlib.orchestration.training_job import train_one
-from fedlib.orchestration.workers import WorkerProcess, has_news, ready_handles
+from fedlib.orchestration.workers import WorkerProcess, has_news, ready_handles, train_in_ray
 
 RAY_INSTALL = "pip install -e '.[ray]'"  # the optional extra that brings Ray
 
@@ -179,7 +179,7 @@ class RayPool:
         self.size = workers or max(1, int(cluster.get("CPU", 1) // threads))
         self.threads = threads
         self.gpus = cluster.get("GPU", 0) > 0
-        self.task = self.ray.remote(train_one)
+        self.task = self.ray.remote(train_in_ray)
         self.pending: dict[Any, RunConfig] = {}
 
     def idle(self) -> int:

@@ -31,9 +31,10 @@ def available_cores() -> int:
 
 def thread_budget(workers: int = 1, threads: int | None = None) -> int:
     """Intra-op threads for one of ``workers`` runs sharing this machine: ``threads`` if given,
-    else ``$FEDLIB_THREADS``, else the available cores divided by ``workers`` (at least 1)."""
+    else what an edge set (:func:`set_default_threads`, from ``$FEDLIB_THREADS``), else the
+    available cores divided by ``workers`` (at least 1)."""
     if threads is None:
-        threads = _env_threads()
+        threads = _DEFAULT_THREADS
     if threads is not None:
         check_threads(threads)
         return threads
@@ -63,10 +64,10 @@ def set_thread_budget(workers: int = 1, threads: int | None = None) -> int:
 def cap_threads() -> int:
     """Lower torch's intra-op threads to the budget of one run when it would oversubscribe the
     available cores (torch counts the machine's cores, not a container's or SLURM's share);
-    ``$FEDLIB_THREADS`` sets it exactly. A lower count set by the caller is kept."""
+    the threads an edge set (``$FEDLIB_THREADS``) set it exactly. A lower count set by the caller is kept."""
     import torch
 
-    if _env_threads() is not None:
+    if _DEFAULT_THREADS is not None:
         return set_thread_budget()
     budget = thread_budget()
     if torch.get_num_threads() > budget:
@@ -83,8 +84,20 @@ def apply_thread_budget(threads: int | None = None) -> int:
     return cap_threads()
 
 
-def _env_threads() -> int | None:
-    value = os.environ.get(THREADS_ENV, "").strip()
+_DEFAULT_THREADS: int | None = None  # this process's threads per run, set by an edge (orchestration.environment)
+
+
+def set_default_threads(threads: int | None) -> int | None:
+    """The intra-op threads every run of this process trains with unless told otherwise (None:
+    the available cores); returns the setting before."""
+    global _DEFAULT_THREADS
+    before, _DEFAULT_THREADS = _DEFAULT_THREADS, threads
+    return before
+
+
+def threads_from(text: str | None) -> int | None:
+    """``$FEDLIB_THREADS``'s value (None or blank: unset) as a thread count; another value is one line."""
+    value = (text or "").strip()
     if not value:
         return None
     try:

@@ -97,6 +97,7 @@ def serve(connection, job: Job, threads: int, gpu: int | None, parent: int | Non
         die_with(parent)
     if gpu is not None:  # before torch initialises CUDA: this worker sees one GPU, as cuda:0
         os.environ["CUDA_VISIBLE_DEVICES"] = str(gpu)
+    use_environment()
     try:
         for payload in iter(connection.recv, None):
             connection.send(job(payload, threads))
@@ -116,3 +117,20 @@ def die_with(parent: int) -> None:
         os._exit(1)
 
     threading.Thread(target=watch, name="fedlib-parent-watch", daemon=True).start()
+
+
+def use_environment() -> None:
+    """A worker process is an edge: the modes its environment (inherited from the process that
+    started it) asks for are read at its start (:mod:`fedlib.orchestration.environment`)."""
+    from fedlib.orchestration import environment
+
+    environment.use(os.environ)
+
+
+def train_in_ray(payload: dict, threads: int) -> Any:
+    """:func:`fedlib.orchestration.training_job.train_one` as a Ray task: a Ray worker is a
+    process of its own, so the modes its environment asks for are read first."""
+    from fedlib.orchestration.training_job import train_one
+
+    use_environment()
+    return train_one(payload, threads)

@@ -28,6 +28,7 @@ from fedlib.core.config import RunConfig
 from fedlib.datasets import data
 from fedlib.engine.engine import render_only
 from fedlib.errors import FedlibError
+from fedlib.folders import env_folder
 from fedlib.paper import grids
 from fedlib.reporting import report
 from fedlib.reporting.notebook import cell_defaults, resolve_parameters
@@ -141,8 +142,9 @@ def missing_reasons(configs: Sequence[RunConfig]) -> dict[str, str]:
 def _data_folder(data_dir: str | None) -> str:
     if data_dir:
         return str(data_dir)
-    if os.environ.get("FEDLIB_DATA"):
-        return f"$FEDLIB_DATA ({os.environ['FEDLIB_DATA']})"
+    folder = env_folder("FEDLIB_DATA")
+    if folder is not None:
+        return f"$FEDLIB_DATA ({folder})"
     return "the fedlib data cache (set FEDLIB_DATA or --data)"
 
 

@@ -48,7 +48,8 @@ from pathlib import Path
 import yaml
 
 from fedlib.errors import FedlibError, explain, one_of
-from fedlib.folders import check_environment, user_folder
+from fedlib.folders import user_folder
+from fedlib.orchestration import environment
 from fedlib.reporting.edited_runs import EditedProfile, profile_edits
 from fedlib.reporting.edited_runs import plain as _plain
 from fedlib.reporting.parameters import check_parameters
@@ -326,7 +327,7 @@ def apply_profile(stem: str, namespace: dict) -> dict:
     _one_line_errors(shell)
     _readable_numbers(shell)
     _short_warnings(shell)
-    check_environment()
+    environment.use(os.environ)  # an edge: folder variables checked, this kernel's modes read once
     root = find_root(stem)
     notebook = root / "notebooks" / f"{stem}.ipynb"
     declared = cell_defaults(notebook)
@@ -370,12 +371,11 @@ DOWNLOADING_PROFILES = ("lesson",)  # a teaching machine with internet needs no 
 
 
 def download_on_first_use(resolved: dict) -> str | None:
-    """Under a profile of :data:`DOWNLOADING_PROFILES`, let torchvision download the notebook's
-    missing datasets when a run first needs them (``FEDLIB_DOWNLOAD=1`` for this kernel), unless
-    ``FEDLIB_DOWNLOAD=0`` says not to. Returns the line to print when something will be fetched."""
+    """Under a profile of :data:`DOWNLOADING_PROFILES`, a missing dataset downloads on first use (this kernel's mode;
+    FEDLIB_DOWNLOAD=1 for its workers) unless FEDLIB_DOWNLOAD=0 says not; returns the line to print, if any."""
     if resolved.get("profile") not in DOWNLOADING_PROFILES or os.environ.get("FEDLIB_DOWNLOAD") == "0":
         return None
-    from fedlib.datasets.data import data_root, dataset_available  # read only when a lesson asks
+    from fedlib.datasets.data import data_root, dataset_available, set_download  # read only when a lesson asks
 
     named = resolved.get("datasets") or [resolved.get("dataset")]
     data_dir = resolved.get("data_dir")
@@ -384,6 +384,7 @@ def download_on_first_use(resolved: dict) -> str | None:
     if not missing:
         return None
     os.environ["FEDLIB_DOWNLOAD"] = "1"
+    set_download(True)
     return (f"not on this machine: {', '.join(missing)}; downloaded on first use by torchvision into "
             f"{data_root(data_dir)} (FEDLIB_DOWNLOAD=0 turns this off; FEDLIB_DATA points at a copy you have)")
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from fedlib.core.config import RunConfig
 from fedlib.errors import FedlibError
-from fedlib.folders import env_folder, user_folder
+from fedlib.folders import env_folder, switched_off, user_folder
 
 DEFAULT_RESULTS = "results"
 # the committed, read-only store of finished full-scale runs (metrics only, no checkpoints); a run it
@@ -34,7 +34,7 @@ def run_dir(cfg: RunConfig, results_dir: str | os.PathLike | None = None) -> Pat
 def reference_root() -> Path | None:
     """The read-only reference store ($FEDLIB_REFERENCE, else reference_results/ of this checkout;
     ``FEDLIB_REFERENCE=off`` disables it)."""
-    if os.environ.get(REFERENCE_ENV) == "off":
+    if switched_off(REFERENCE_ENV):
         return None
     return env_folder(REFERENCE_ENV) or REFERENCE_RESULTS
 
@@ -56,10 +56,21 @@ def same_folder(a: Path, b: Path) -> bool:
 
 
 
+_WRITE_REFERENCE = False  # this process's mode, set by an edge (orchestration.environment: $FEDLIB_WRITE_REFERENCE)
+
+
+def set_write_reference(on: bool) -> bool:
+    """Let this process's runs train into the reference store on purpose (``on``); returns the mode before."""
+    global _WRITE_REFERENCE
+    before, _WRITE_REFERENCE = _WRITE_REFERENCE, bool(on)
+    return before
+
+
 def check_writable(root: Path) -> None:
     """Refuse (one line) to train into the reference store, the committed read-only one (it holds
-    metrics only, copied there by :func:`publish`), unless ``$FEDLIB_WRITE_REFERENCE=1`` asks for it."""
-    if os.environ.get(WRITE_REFERENCE_ENV, "") not in ("", "0"):
+    metrics only, copied there by :func:`publish`), unless an edge allowed it (:func:`set_write_reference`,
+    from ``$FEDLIB_WRITE_REFERENCE=1``)."""
+    if _WRITE_REFERENCE:
         return
     for reference in {reference_root(), REFERENCE_RESULTS} - {None}:
         if Path(root).exists() and Path(reference).exists() and same_folder(root, reference):

@@ -57,6 +57,17 @@ def _load(path: Path, device: str | torch.device, checkpoint: Path) -> Any:
 
 
 
+_MODEL_READS: str | None = None  # this process's model-reads log, set by an edge (orchestration.environment)
+
+
+def set_model_reads_log(path: str | os.PathLike | None) -> str | None:
+    """Note every run whose model is read for an analysis in file ``path`` (None: nowhere);
+    returns the file before."""
+    global _MODEL_READS
+    before, _MODEL_READS = _MODEL_READS, (os.fspath(path) if path else None)
+    return before
+
+
 class RunRecord:
     """Read and write access to one run's folder."""
 
@@ -157,10 +168,10 @@ class RunRecord:
         return state
 
     def note_model_read(self) -> None:
-        """With ``$FEDLIB_MODEL_READS`` set, append this run's hash to that file: how
-        ``tools/lesson_store.py`` learns which runs' models a notebook analyses (training, resuming
-        and serving a run read its state without calling this)."""
-        log = os.environ.get(MODEL_READS_ENV)
+        """With a model-reads log set (:func:`set_model_reads_log`, from ``$FEDLIB_MODEL_READS`` at an
+        edge), append this run's hash to that file: how ``tools/lesson_store.py`` learns which runs'
+        models a notebook analyses (training, resuming and serving a run read its state without calling this)."""
+        log = _MODEL_READS
         if log:
             with open(log, "a", encoding="utf-8") as reads:
                 reads.write(self.folder.name + "\n")

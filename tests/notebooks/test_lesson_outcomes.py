@@ -236,8 +236,8 @@ def test_every_declared_number_is_printed_in_the_note(stem):
 
 
 @each_lesson
-def test_every_declared_number_is_the_stored_runs(stem, tmp_path, monkeypatch):
-    monkeypatch.setenv("FEDLIB_RENDER_ONLY", "1")  # belt and braces: nothing here calls training
+def test_every_declared_number_is_the_stored_runs(stem, tmp_path, render_only):  # render only: belt and braces,
+    # nothing here calls training
     numbers = LESSONS[stem]["outcome"].get("numbers") or []
     if not numbers:
         return

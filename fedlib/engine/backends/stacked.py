@@ -63,6 +63,7 @@ from fedlib.models import has_batchnorm, has_dropout
 # share of the device's total memory the client stack may take (the rest: teachers, allocator slack)
 MEMORY_FRACTION = {"cuda": 0.8, "cpu": 0.5}
 STACK_MEMORY_ENV = "FEDLIB_STACK_MEMORY"  # bytes the client stack may take, in place of that share
+_STACK_MEMORY: list[int | None] = [None]  # the bytes an edge set ($FEDLIB_STACK_MEMORY, orchestration.environment)
 _WARNED: set[tuple[str, str]] = set()
 
 
@@ -221,17 +222,19 @@ class _ParamView:
 
 
 # ====================================================================== memory
+def set_stack_memory(size: int | None) -> int | None:
+    """Bytes the client stack of this process's runs may use (None: :data:`MEMORY_FRACTION`); returns the one before."""
+    before, _STACK_MEMORY[0] = _STACK_MEMORY[0], size
+    return before
+
+
 def stack_memory(device: torch.device) -> int:
-    """Bytes the client stack may use: ``$FEDLIB_STACK_MEMORY`` (bytes), else a share
+    """Bytes the client stack may use: what an edge set (:func:`set_stack_memory`), else a share
     (:data:`MEMORY_FRACTION`) of the device's total memory, never of what is free at the moment:
     how many clients share a stack sets the kernels' shapes, and with them a client's last bits,
     so it must not depend on what else the machine is doing (meta.json records it)."""
-    chosen = os.environ.get(STACK_MEMORY_ENV, "").strip()
-    if chosen:
-        if not chosen.isdigit() or int(chosen) < 1:
-            raise FedlibError(f"{STACK_MEMORY_ENV}={chosen!r}: give the bytes the client stack may use, "
-                              "a whole number such as 8000000000")
-        return int(chosen)
+    if _STACK_MEMORY[0] is not None:
+        return _STACK_MEMORY[0]
     if device.type == "cuda":
         return int(torch.cuda.get_device_properties(device).total_memory * MEMORY_FRACTION["cuda"])
     try:

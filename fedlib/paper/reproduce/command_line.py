@@ -8,6 +8,7 @@ import argparse
 import logging
 import os
 import sys
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Sequence
 
@@ -149,16 +150,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; returns the exit status (0 ok, 1 a notebook or dry-run config failed, 2 bad options)."""
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(message)s")
-    if args.render_only:  # inherited by the kernels papermill starts
+    if args.render_only:  # inherited by the kernels papermill starts, whose set-up reads it (notebook.apply_profile)
         os.environ["FEDLIB_RENDER_ONLY"] = "1"
-    if args.download:  # read by fedlib.datasets.data, here and in the kernels
+    if args.download:  # read below for this process, and by the kernels' set-up
         os.environ["FEDLIB_DOWNLOAD"] = "1"
     notebooks_dir = Path(args.notebooks_dir or REPO_ROOT / "notebooks").resolve()
     profiles_dir = Path(args.profiles_dir or notebooks_dir.parent / "profiles")
+    modes = ExitStack()  # the modes found, put back at the end (a caller in the same process)
     try:
         check_environment()
         _check_options(args)
-        if args.threads is not None:  # the kernels' runs train with it (resources.cap_threads reads it there)
+        if args.threads is not None:  # the kernels' runs train with it (their set-up reads it)
             from fedlib.orchestration.resources import THREADS_ENV
 
             os.environ[THREADS_ENV] = str(args.threads)
@@ -167,6 +169,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.list:
             print(format_listing(notebooks_dir, profiles_dir, args.only))
             return 0
+        from fedlib.orchestration import environment  # torch: not on --list's path
+
+        # an edge: the modes (render-only, download, threads, run defaults) read once for this process;
+        # the kernels inherit the variables and read them in their set-up (reporting.notebook.apply_profile)
+        modes.enter_context(environment.applied(os.environ))
         if args.dry_run:
             return _dry_run_main(args, notebooks_dir, profiles_dir)
         if args.plan:
@@ -198,6 +205,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("\ninterrupted: run the same command again to go on (stored runs are reused, an interrupted run "
               "resumes from its last checkpoint)", file=sys.stderr)
         return 130
+    finally:
+        modes.close()
     summary = format_summary(runs)
     print(summary if args.verbose else summary.splitlines()[-1])
     if runs:

@@ -91,7 +91,7 @@ def publish_note(folder: Path, kind: str, index: dict) -> str:
     command = ["./reproduce.sh", f"--profile {profiles[0]}" if len(profiles) == 1 else "--profile PROFILE"]
     # a render-only publication regenerates from a clone only where the runs are committed: the reference
     # store holds paper-profile runs; a quick-profile render needs the runs trained again, so say nothing
-    if os.environ.get("FEDLIB_RENDER_ONLY", "") not in ("", "0") and profiles == ["paper"]:
+    if profiles == ["paper"] and _rendering_only():
         command.append("--render-only")
     command += ["--publish", *_folder_options(Path(folder).resolve(), kinds)]
     how = f"`{' '.join(command)}`"
@@ -100,6 +100,13 @@ def publish_note(folder: Path, kind: str, index: dict) -> str:
     return (f"Only a publishing run writes the {kinds} here: {how} regenerates them (add `--only NOTEBOOK` for "
             f"one notebook's) and records below the notebook, profile, parameters, hardware and date of each. Runs without "
             f"`--publish` write to `output/<profile>/{kinds}/` instead.")
+
+
+def _rendering_only() -> bool:
+    """Whether this process renders only (reproduce --render-only set the engine's mode)."""
+    from fedlib.engine.engine import render_only  # torch: only when a note is written
+
+    return render_only()
 
 
 def _folder_options(folder: Path, kinds: str) -> list[str]:

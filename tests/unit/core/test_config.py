@@ -1,8 +1,12 @@
 """RunConfig validation, hashing and round trips (the method registry is tested in
 tests/unit/core/test_registry.py)."""
 
+import os
+
 import pytest
 
+from fedlib.commands import cli
+from fedlib.core import config
 from fedlib.core.config import RunConfig
 from fedlib.errors import FedlibError
 from tests.helpers import tiny_config
@@ -97,17 +101,34 @@ def test_dataset_options_reach_the_loader_and_enter_the_hash_only_when_given():
         RunConfig(dataset="digits", dataset_options={"digits_only": True})
 
 
-def test_backend_default_comes_from_the_environment(monkeypatch):
+def test_backend_default_is_set_at_an_edge_from_the_environment(monkeypatch):
     monkeypatch.setenv("FEDLIB_BACKEND", "threads")
-    assert RunConfig().backend == "threads"
-    assert RunConfig().hash() == RunConfig(backend="sequential").hash(), "where it runs, not what"
-    monkeypatch.setenv("FEDLIB_BACKEND", "gpu")
-    with pytest.raises(FedlibError, match="unknown backend 'gpu'"):
-        RunConfig()
-    monkeypatch.delenv("FEDLIB_BACKEND")
+    assert RunConfig().backend == "auto", "RunConfig never reads the environment"
+    try:
+        config.set_defaults(**config.defaults_from(os.environ))
+        assert RunConfig().backend == "threads"
+        assert RunConfig(backend="stacked").backend == "stacked", "a backend given wins"
+        assert RunConfig().hash() == RunConfig(backend="sequential").hash(), "where it runs, not what"
+    finally:
+        config.reset_defaults()
     assert RunConfig().backend == "auto", "the fast path is the default"
-    monkeypatch.setenv("FEDLIB_BACKEND", "")
-    assert RunConfig().backend == "auto", "an empty variable is no choice"
+    with pytest.raises(FedlibError, match="unknown backend 'gpu'"):
+        config.defaults_from({"FEDLIB_BACKEND": "gpu"})
+    with pytest.raises(FedlibError, match="unknown backend 'gpu'"):
+        config.set_defaults(backend="gpu")
+    assert config.defaults_from({"FEDLIB_BACKEND": ""})["backend"] == "auto", "an empty variable is no choice"
+    assert config.defaults_from({}) == {"backend": "auto", "deterministic": True}
+
+
+def test_the_command_line_reads_the_backend_and_puts_the_defaults_back(monkeypatch, capsys, tmp_path):
+    monkeypatch.setenv("FEDLIB_BACKEND", "gpu")
+    assert cli.main(["run", "--results", str(tmp_path)]) == 2, "a bad value is one line at the edge"
+    assert "unknown backend 'gpu'" in capsys.readouterr().err and not any(tmp_path.iterdir())
+    monkeypatch.setenv("FEDLIB_BACKEND", "sequential")
+    seen = []
+    monkeypatch.setattr(cli, "_cmd_run", lambda ns, argv: seen.append(cli.config_from_args(ns).backend) or 0)
+    assert cli.main(["run"]) == 0
+    assert seen == ["sequential"] and RunConfig().backend == "auto"
 
 
 @pytest.mark.parametrize("changes, says", [

@@ -131,10 +131,9 @@ def stored_as_old_code(trained: Path, root: Path, rounds: int | None = None, **c
     return old
 
 
-def test_a_run_given_its_store_warns_about_an_old_hash_folder_there(trained, tmp_path, monkeypatch):
+def test_a_run_given_its_store_warns_about_an_old_hash_folder_there(trained, tmp_path, render_only):
     cfg = tiny_config(PLAIN_IID, beta=0.1)
     stored_as_old_code(trained, tmp_path, beta=0.1)
-    monkeypatch.setenv("FEDLIB_RENDER_ONLY", "1")  # render only: warn, then refuse rather than train
     store_migration._HINTED.clear()
     with pytest.warns(UserWarning, match=f"fedlib migrate --results {tmp_path}"), pytest.raises(engine.NotRun):
         engine.run(cfg, results_dir=tmp_path, progress=False)

@@ -2,12 +2,13 @@
 touched, and an op without a deterministic kernel is one line naming it and the opt-out."""
 
 import json
+import os
 
 import pytest
 import torch
 
 from fedlib.commands import cli
-from fedlib.core import determinism
+from fedlib.core import config, determinism
 from fedlib.core.config import RunConfig
 from fedlib.engine import engine
 from fedlib.errors import FedlibError
@@ -28,9 +29,15 @@ def test_the_opt_out_keeps_every_hash():
 
 
 @pytest.mark.parametrize("value, expected", [("0", False), ("off", False), ("False", False), ("1", True), ("", True)])
-def test_the_environment_sets_the_default(monkeypatch, value, expected):
+def test_the_environment_sets_the_default_at_an_edge(monkeypatch, value, expected):
     monkeypatch.setenv(determinism.ENV, value)
-    assert RunConfig().deterministic is expected
+    assert RunConfig().deterministic is True, "RunConfig never reads the environment"
+    try:
+        config.set_defaults(**config.defaults_from(os.environ))
+        assert RunConfig().deterministic is expected
+    finally:
+        config.reset_defaults()
+    assert RunConfig().deterministic is True
 
 
 def test_the_cli_opts_out():
@@ -149,14 +156,16 @@ def test_a_cuda_run_turns_deterministic_kernels_on_and_records_it(tmp_path, dete
         assert torch.backends.cudnn.deterministic is before  # put back after the run
 
 
-@pytest.mark.parametrize("value, expected", [("YES", True), (" On ", True), ("No", False), ("   ", True)])
-def test_the_environment_reads_every_spelling_of_a_switch(monkeypatch, value, expected):
-    monkeypatch.setenv(determinism.ENV, value)
-    assert RunConfig().deterministic is expected
+@pytest.mark.parametrize("value, expected", [("YES", True), (" On ", True), ("No", False), ("   ", True), (None, True)])
+def test_the_environment_reads_every_spelling_of_a_switch(value, expected):
+    assert determinism.switch(value) is expected
+    assert config.defaults_from({} if value is None else {determinism.ENV: value})["deterministic"] is expected
 
 
 @pytest.mark.parametrize("value", ["maybe", "2", "deterministic"])
-def test_an_environment_value_that_is_no_switch_is_one_line(monkeypatch, value):
+def test_an_environment_value_that_is_no_switch_is_one_line(monkeypatch, capsys, tmp_path, value):
     monkeypatch.setenv(determinism.ENV, value)
     with pytest.raises(FedlibError, match=f"FEDLIB_DETERMINISTIC='{value}' is no switch"):
-        RunConfig()
+        config.defaults_from(os.environ)
+    assert cli.main(["run", "--rounds", "1", "--results", str(tmp_path)]) == 2, "the command line reads it"
+    assert "is no switch" in capsys.readouterr().err and not any(tmp_path.iterdir()), "one line, no run"

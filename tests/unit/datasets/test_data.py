@@ -137,7 +137,7 @@ def test_failed_download_is_a_one_line_error(tmp_path, cache_dir, monkeypatch):
             calls.append(download)
             raise RuntimeError("Error downloading train-images-idx3-ubyte.gz:\nTried mirrors")
     monkeypatch.setattr(torchvision.datasets, "MNIST", OfflineMNIST)
-    monkeypatch.setenv("FEDLIB_DOWNLOAD", "1")  # the environment switch alone allows it
+    data.set_download(True)  # the process's switch ($FEDLIB_DOWNLOAD=1 at an edge) alone allows it
     with pytest.raises(FedlibError, match="could not download mnist") as error:
         load_dataset("mnist", data_dir=tmp_path, cache_dir=cache_dir)
     assert "\n" not in str(error.value) and calls == [True]
@@ -199,9 +199,9 @@ def test_dataset_available_false_in_an_empty_folder_with_one_line_how_to(tmp_pat
 def test_dataset_available_follows_download_switch_and_environment(tmp_path, no_download, monkeypatch):
     assert data.dataset_available("cifar100", data_dir=tmp_path, download=True)
     assert not data.dataset_available("femnist", data_dir=tmp_path, download=True)  # not downloadable
-    monkeypatch.setenv("FEDLIB_DOWNLOAD", "1")
+    data.set_download(True)  # $FEDLIB_DOWNLOAD=1, read at an edge
     assert data.dataset_available("cifar100", data_dir=tmp_path)
-    monkeypatch.delenv("FEDLIB_DOWNLOAD")
+    data.set_download(False)
     write_mnist_raw(tmp_path, "MNIST")
     monkeypatch.setenv("FEDLIB_DATA", str(tmp_path))  # data_dir=None reads $FEDLIB_DATA
     assert data.dataset_available("mnist") and not data.dataset_available("fashion_mnist")

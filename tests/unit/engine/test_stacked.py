@@ -16,6 +16,7 @@ from fedlib.core.config import RunConfig
 from fedlib.core.state import build_run_model, sample_clients
 from fedlib.engine import engine
 from fedlib.engine.backends import stacked
+from fedlib.orchestration import environment
 from fedlib.errors import FedlibError
 from tests.helpers import tiny_config
 
@@ -285,13 +286,14 @@ def test_the_stack_budget_is_a_setting_or_a_share_of_total_memory_and_is_recorde
     cpu = torch.device("cpu")
     total = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
     assert stacked.stack_memory(cpu) == int(total * stacked.MEMORY_FRACTION["cpu"])
-    monkeypatch.setenv(stacked.STACK_MEMORY_ENV, "123456789")
+    environment.apply({stacked.STACK_MEMORY_ENV: "123456789"})  # what an edge reads
     assert stacked.stack_memory(cpu) == 123456789
     result = engine.run(tiny_config(rounds=1), results_dir=tmp_path, progress=False)
     assert json.loads((result.folder / "meta.json").read_text())["environment"]["stack_memory"] == 123456789
-    monkeypatch.setenv(stacked.STACK_MEMORY_ENV, "8GiB")
     with pytest.raises(FedlibError, match="FEDLIB_STACK_MEMORY='8GiB': give the bytes"):
-        stacked.stack_memory(cpu)
+        environment.apply({stacked.STACK_MEMORY_ENV: "8GiB"})
+    environment.reset()
+    assert stacked.stack_memory(cpu) == int(total * stacked.MEMORY_FRACTION["cpu"])
 
 
 # ---------------------------------------------------------------------- train-mode teachers under vmap

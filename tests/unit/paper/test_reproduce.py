@@ -323,17 +323,18 @@ def test_committed_readmes_name_the_publishing_command_that_regenerates_them():
         assert (REPO_ROOT / given if given else REPO_ROOT / kind) == readme.parent, readme
 
 
-def test_publish_note_for_a_subfolder_names_both_folders(monkeypatch):
+def test_publish_note_for_a_subfolder_names_both_folders():
+    from fedlib.engine import engine
     from fedlib.paper.reproduce import publish_note
     from fedlib.reporting.notebook import REPO_ROOT
 
-    monkeypatch.setenv("FEDLIB_RENDER_ONLY", "1")
+    engine.set_render_only(True)  # as reproduce --render-only sets it
     note = publish_note(REPO_ROOT / "tables" / "paper", "table", {"a.csv": {"profile": "paper"}})
     assert "`./reproduce.sh --profile paper --render-only --publish --figures figures/paper --tables tables/paper`" in note
     # a quick-profile render from the working store: a clone has none of its runs, so the note says train them
     note = publish_note(REPO_ROOT / "tables", "table", {"a.csv": {"profile": "quick"}})
     assert "`./reproduce.sh --profile quick --publish`" in note
-    monkeypatch.delenv("FEDLIB_RENDER_ONLY")
+    engine.set_render_only(False)
     note = publish_note(REPO_ROOT / "figures", "figure", {"a.png": {"profile": "quick"}, "b.png": {"profile": "smoke"}})
     assert "`./reproduce.sh --profile PROFILE --publish` with each file's profile and parameters below" in note
 
@@ -349,13 +350,14 @@ def test_reproduce_refuses_an_empty_only_and_a_missing_data_folder(tmp_path, cap
 
 def test_threads_reach_the_notebooks_kernels_on_the_serial_path(monkeypatch):
     """--threads without --executor used to be dropped: the kernels trained on every core."""
-    from fedlib.orchestration.resources import THREADS_ENV, thread_budget
+    from fedlib.orchestration import environment
+    from fedlib.orchestration.resources import THREADS_ENV
     from fedlib.paper import reproduce
 
     monkeypatch.delenv(THREADS_ENV, raising=False)  # restored (unset) after the test
     assert reproduce.main(["--list", "--threads", "1"]) == 0
     assert os.environ[THREADS_ENV] == "1"  # what the kernels papermill starts inherit
-    assert thread_budget() == 1
+    assert environment.modes_from(os.environ)["threads"] == 1  # what their set-up reads
 
 
 # ---------------------------------------------------------------------- render-only: what is left out
@@ -376,8 +378,7 @@ def declared_hashes(stem: str, tmp_path: Path) -> list[str]:
     return list(dict.fromkeys(cfg.hash() for cfg in declared(stem, "smoke", tmp_path)))
 
 
-def test_render_only_skips_a_notebook_no_store_holds_and_a_figure_missing_a_run(tmp_path, monkeypatch):
-    monkeypatch.setenv("FEDLIB_RENDER_ONLY", "1")
+def test_render_only_skips_a_notebook_no_store_holds_and_a_figure_missing_a_run(tmp_path, monkeypatch, render_only):
     table, figure = "pkd_table1_4_class_accuracy", "pkd_fig3_6_9_class_accuracy_rounds"
     assert "no store holds any of its 4 runs" in skip_reason(table, tmp_path, set(), monkeypatch)
     one = set(declared_hashes(table, tmp_path)[:1])
@@ -390,7 +391,7 @@ def test_render_only_skips_a_notebook_no_store_holds_and_a_figure_missing_a_run(
 
 
 def test_outside_render_only_nothing_is_skipped(tmp_path, monkeypatch):
-    monkeypatch.delenv("FEDLIB_RENDER_ONLY", raising=False)
+    monkeypatch.setenv("FEDLIB_RENDER_ONLY", "1")  # read by a kernel's set-up, not here: no mode set
     assert skip_reason("pkd_table1_4_class_accuracy", tmp_path, set(), monkeypatch) is None
 
 

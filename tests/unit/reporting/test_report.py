@@ -53,7 +53,9 @@ def test_the_plan_is_labelled_with_the_threads_the_runs_will_use(tmp_path, monke
     import torch
 
     before = torch.get_num_threads()
-    monkeypatch.setenv("FEDLIB_THREADS", "1")
+    from fedlib.orchestration import environment
+
+    environment.apply({"FEDLIB_THREADS": "1"})  # as a notebook's set-up reads $FEDLIB_THREADS=1
     try:
         plan = report.estimate_plan([BASE], tmp_path, probe=False)
     finally:

@@ -28,7 +28,7 @@ from fedlib.core.config import RunConfig
 from fedlib.core.state import sample_clients
 from fedlib.engine import engine
 from fedlib.errors import FedlibError
-from fedlib.orchestration import experiments
+from fedlib.orchestration import environment, experiments
 from fedlib.orchestration.experiments import results_frame
 from fedlib.reporting import tables
 from fedlib.store import claim as store_claim, files as store_files, provenance, publishing as store_publishing
@@ -535,7 +535,7 @@ def test_a_run_published_with_its_model_serves_the_model(tmp_path, reference, mo
     assert sorted(p.name for p in folder.iterdir()) == sorted((*store.REFERENCE_FILES, store.FINAL_FILE, store.DIGEST_FILE))
     served = engine.run(cfg, results_dir=tmp_path / "fresh", progress=False)
     assert served.folder == folder
-    monkeypatch.setenv(store.MODEL_READS_ENV, str(tmp_path / "reads.txt"))  # how tools/lesson_store.py learns it
+    environment.apply({store.MODEL_READS_ENV: str(tmp_path / "reads.txt")})  # a kernel's set-up: how tools/lesson_store.py learns it
     engine.run(cfg.replace(seed=1), results_dir=tmp_path / "work", progress=False)  # training reads no model for it
     assert not (tmp_path / "reads.txt").exists()
     served.global_state()
@@ -578,6 +578,10 @@ def test_render_only_trains_nothing_and_marks_cells_not_run(tmp_path, reference,
     stored, missing = tiny_config(rounds=2, method="fedavg"), tiny_config(rounds=2, method="fedprox")
     engine.run(stored, results_dir=tmp_path, progress=False)
     monkeypatch.setenv("FEDLIB_RENDER_ONLY", "1")
+    assert engine.run(stored, results_dir=tmp_path, progress=False).summary, "served: the variable is read at an edge"
+    with pytest.raises(engine.NotRun, match="is in no store"):
+        engine.run(missing, results_dir=tmp_path, progress=False, render_only=True)
+    engine.set_render_only(True)  # what a notebook's set-up does with the variable (notebook.apply_profile)
     with pytest.raises(engine.NotRun, match="is in no store"):
         engine.run(missing, results_dir=tmp_path, progress=False)
     # stored, but a hook must see every round: it would be recomputed, which render-only forbids
@@ -593,6 +597,11 @@ def test_render_only_trains_nothing_and_marks_cells_not_run(tmp_path, reference,
     _, _, text = tables.paper_layout(frame, "final_accuracy")
     assert text.loc["fedprox"].tolist() == [tables.NOT_RUN]
     assert text.loc["fedavg"].iloc[0] not in (tables.NOT_RUN, "-")
+    engine.set_render_only(False)  # the argument alone, passed down from run_all to engine.run
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        again = experiments.run_all([missing], results_dir=tmp_path, progress=False, render_only=True)
+    assert again[0].summary.get("not_run") and not (tmp_path / missing.hash()).exists()
 
 
 def test_the_reference_store_can_be_switched_off(tmp_path, monkeypatch):

@@ -10,6 +10,7 @@ import pytest
 from fedlib import store
 from fedlib.commands import cli, listing
 from fedlib.errors import FedlibError
+from fedlib.orchestration import environment
 from tests.helpers import quiet_run, tiny_config
 
 
@@ -120,7 +121,7 @@ def test_the_reference_store_is_no_write_target_unless_asked(tmp_path, monkeypat
     with pytest.raises(FedlibError, match="is the read-only reference store"):
         quiet_run(tiny_config(), reference)
     assert not any(reference.iterdir())
-    monkeypatch.setenv(store.WRITE_REFERENCE_ENV, "1")
+    environment.apply({store.WRITE_REFERENCE_ENV: "1"})  # what an edge reads
     assert quiet_run(tiny_config(), reference).folder.parent == reference
 
 
