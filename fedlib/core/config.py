@@ -181,8 +181,18 @@ class RunConfig:
         return method_class(self.method).result_revision(self.resolved_method_args())
 
     def hash(self) -> str:
-        """A stable 12-hex-digit key: same numbers-defining fields, same hash."""
-        return _digest(self.hashed_fields())
+        """A stable 12-hex-digit key: same numbers-defining fields, same hash.
+
+        Computed once per config object (a render asks it many times): the fields are frozen, and
+        the cache is keyed by what could still change under it (the two dicts, which could be
+        edited in place, the method's class and the results version), so it is never stale."""
+        key = (json.dumps([self.method_args, self.dataset_options], sort_keys=True, default=repr),
+               method_class(self.method), RESULTS_VERSION)
+        cached = self.__dict__.get("_hash_cache")
+        if cached is None or cached[0] != key:
+            cached = (key, _digest(self.hashed_fields()))
+            object.__setattr__(self, "_hash_cache", cached)  # frozen: not a field, so not in eq, repr or asdict
+        return cached[1]
 
     # ----------------------------------------------------------------- conversion
     def to_dict(self) -> dict[str, Any]:

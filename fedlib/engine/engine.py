@@ -317,9 +317,12 @@ def _to_device(value: Any, device: torch.device) -> Any:
     return value
 
 
+_ASK = object()  # run's ``served`` when the caller did not look the config up
+
+
 def run(cfg: RunConfig, *, hooks: Sequence[Observer] = (), progress: bool = True, use_store: bool = True,
         results_dir: str | os.PathLike | None = None, stop_after: int | None = None,
-        source: DataSource = FILES, render_only: bool | None = None) -> RunResult:
+        source: DataSource = FILES, render_only: bool | None = None, served: Any = _ASK) -> RunResult:
     """Run ``cfg`` (or return it from a store that holds it complete: the reference store when it
     does, whatever the working store holds, else the working store; see ``store.served_record``).
 
@@ -336,12 +339,19 @@ def run(cfg: RunConfig, *, hooks: Sequence[Observer] = (), progress: bool = True
 
     ``render_only``: runs come from the stores only, a run that would train raises :class:`NotRun`
     (None: this process's mode, :func:`render_only`, which a notebook's set-up sets).
+
+    ``served`` is what ``store.served_record(cfg, results_dir)`` returned to a caller that already
+    asked (:func:`fedlib.orchestration.experiments.run_all`), so the store is not asked again; by
+    default ``run`` asks.
     """
     if use_store and not source.real:
         raise FedlibError(f"a run on {source.describe()} is never stored: pass use_store=False")
     check_environment()  # $FEDLIB_DATA, $FEDLIB_CACHE, ...: a blank one is one line, ~ the home folder
     record = store.RunRecord(store.run_dir(cfg, results_dir)) if use_store else None
-    served = store.served_record(cfg, results_dir) if use_store and not hooks else None
+    if not use_store or hooks:
+        served = None
+    elif served is _ASK:
+        served = store.served_record(cfg, results_dir)
     if served is not None:  # the reference store's run when it holds one (read-only, metrics only)
         return _served(cfg, served, progress)
     if use_store and (_RENDER_ONLY if render_only is None else render_only):

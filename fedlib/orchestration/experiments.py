@@ -38,11 +38,17 @@ def grid(base: RunConfig, **axes: Sequence[Any]) -> list[RunConfig]:
     return configs
 
 
-def _count(configs: Iterable[RunConfig], results_dir: str | os.PathLike | None = None) -> dict[str, int]:
+def _count(configs: Iterable[RunConfig], results_dir: str | os.PathLike | None = None,
+           found: dict[str, Any] | None = None) -> dict[str, int]:
     """How many of ``configs`` are distinct, and how many of those are already stored (the
-    notebook's plan with hours is :func:`fedlib.reporting.report.describe_plan`)."""
+    notebook's plan with hours is :func:`fedlib.reporting.report.describe_plan`). ``found``, when
+    given, receives each distinct config's served record (None where no store holds it): the one
+    lookup a render makes per config."""
     unique = {c.hash(): c for c in configs}
-    stored = sum(store.is_stored(c, results_dir) for c in unique.values())
+    records = {h: store.served_record(c, results_dir) for h, c in unique.items()}
+    if found is not None:
+        found.update(records)
+    stored = sum(record is not None for record in records.values())
     return {"runs": len(unique), "stored": stored, "to_run": len(unique) - stored}
 
 
@@ -70,14 +76,20 @@ def run_all(configs: Sequence[RunConfig], results_dir: str | os.PathLike | None 
         executor = "local"
     if executor != "serial" and not rendering:
         _execute(configs, results_dir, progress, executor, workers, address, threads, verbose)
-    todo = _count(configs, results_dir)
+    found: dict[str, Any] = {}  # hash -> served record or None: each config is looked up once
+    todo = _count(configs, results_dir, found)
     if progress and todo["to_run"]:
         print(f"{todo['runs']} runs, {todo['stored']} already stored, {todo['to_run']} to run")
     results, missing = [], 0
     for cfg in tqdm(configs, desc="runs", unit="run", disable=not progress or todo["to_run"] == 0):
         try:
-            quiet = store.is_stored(cfg, results_dir)  # served silently: the plan line counted it
-            results.append(run(cfg, results_dir=results_dir, progress=progress and not quiet, render_only=rendering))
+            key = cfg.hash()
+            record = found.get(key)
+            quiet = record is not None  # served silently: the plan line counted it
+            results.append(run(cfg, results_dir=results_dir, progress=progress and not quiet, served=record,
+                               render_only=rendering))
+            if not quiet and results[-1].folder is not None:  # stored now: a repeat of it is served silently
+                found[key] = store.RunRecord(results[-1].folder)
         except NotRun:  # rendering only: a placeholder whose cells the tables show as "not run"
             results.append(RunResult.not_run(cfg))
             missing += 1

@@ -91,7 +91,8 @@ def test_import_fedlib_stays_light_and_python_m_refuses_a_former_path():
 
 # ---------------------------------------------------------------------- nothing names one
 SKIPPED_FOLDERS = {".git", ".venv", "venv", "node_modules", "__pycache__", ".ipynb_checkpoints", ".pytest_cache",
-                   ".carry", "output", "reference_results", "results", "parked", "figures", "tables"}
+                   ".carry", "output", "reference_results", "results", "parked", "figures", "tables",
+                   "logs"}  # logs/: a session's own notes and logs, git-ignored (never in a clone)
 SCANNED = {".py", ".ipynb", ".sh", ".md", ".yml", ".yaml", ".toml", ".json"}
 LEAVES = sorted((old.partition(".")[2] for old in FORMER), key=len, reverse=True)
 # a whole dotted name (fedlib.data, fedlib.data.x), never part of a longer one (fedlib.datasets.data,
