@@ -27,9 +27,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from fedlib import store  # noqa: E402
-from fedlib.orchestration import environment  # noqa: E402
-from fedlib.engine import engine
+from fedlib.engine import engine  # noqa: E402
 from fedlib.errors import FedlibError  # noqa: E402
+from fedlib.orchestration import environment  # noqa: E402
 from fedlib.orchestration.resources import apply_thread_budget  # noqa: E402
 from fedlib.paper.plan import declared_configs  # noqa: E402
 from fedlib.paper.reproduce import build_overrides, load_profiles  # noqa: E402

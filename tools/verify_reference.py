@@ -32,9 +32,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from fedlib import store  # noqa: E402
-from fedlib.core import determinism
+from fedlib.core import determinism  # noqa: E402
 from fedlib.core.config import RunConfig  # noqa: E402
-from fedlib.engine import engine
+from fedlib.engine import engine  # noqa: E402
 from fedlib.errors import FedlibError  # noqa: E402
 from fedlib.orchestration.resources import apply_thread_budget  # noqa: E402
 
