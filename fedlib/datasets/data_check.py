@@ -7,7 +7,9 @@ error, and its numbers would be stored under the config's hash as if they were t
 (``max_train_samples`` / ``max_test_samples``), which hashes apart. :func:`fingerprint` records
 in a run's meta.json what it trained on (sizes and samples per class of both splits, and a
 digest of labels and a spread of images); the engine serves a stored run only for data whose
-fingerprint agrees (see ``engine.check_served_data``).
+fingerprint agrees (see ``engine.check_served_data``). :func:`files_fingerprint` keeps the fingerprint
+of the files here between processes, under the key of fedlib's dataset cache (the files' names,
+sizes and modification times), so serving a stored run reads no image once it was computed.
 """
 
 from __future__ import annotations
