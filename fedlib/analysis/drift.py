@@ -153,10 +153,12 @@ def local_update(pretrained: RunResult, client_id: int, method: str | None = Non
     local_cfg = cfg.replace(**changes)
     _check_clients([client_id], cfg.clients)
     server, algorithm = prepare(local_cfg)
-    state = store.RunRecord(pretrained.folder).read_latest() or {}
-    server.model.load_state_dict(pretrained.global_state())
-    if local_cfg.method == cfg.method and local_cfg.method_args == cfg.method_args:
-        server.extras = _to_device(state.get("extras", {}), server.device)
+    state = store.RunRecord(pretrained.folder).read_latest() if pretrained.folder else None
+    if state is None:
+        raise FedlibError(f"no checkpoint or final model stored for run {cfg.hash()} in {pretrained.folder}")
+    own_method = local_cfg.method == cfg.method and local_cfg.method_args == cfg.method_args
+    store.restore_server(server, state, extras=own_method)
+    if own_method:
         _warn_dropped_client_state(cfg, state.get("dropped_client_state", []))
     server.round = cfg.rounds
     algorithm.begin_round(server)  # as the engine's round starts: the method's server-side work first
@@ -237,12 +239,3 @@ def _cache_path(pretrained: RunResult, epochs: int, variants: dict, clients: lis
                       "variants": {k: [m, dict(sorted(a.items()))] for k, (m, a) in variants.items()}},
                      sort_keys=True)
     return store.analysis_cache(results_dir, "drift", f"{hashlib.sha256(key.encode()).hexdigest()[:12]}.csv")
-
-
-def _to_device(value: Any, device: torch.device) -> Any:
-    if isinstance(value, torch.Tensor):
-        return value.to(device)
-    if isinstance(value, dict):
-        return {k: _to_device(v, device) for k, v in value.items()}
-    return value
-

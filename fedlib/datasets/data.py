@@ -299,6 +299,23 @@ def _cache_file(cache_root: Path, name: str, source: _Source, options: dict) -> 
     return cache_root / f"{name}-{digest}.pt"
 
 
+def fingerprint_file(name: str, data_dir: str | os.PathLike | None = None, **options) -> Path | None:
+    """Where the fingerprint of dataset ``name`` as its files here load (``options``, no download)
+    is kept between processes: beside fedlib's cache entry of that dataset, under the same key (the
+    source folder and its files' names, sizes and modification times: a stat of each file, no image
+    read), so other files, or a file changed in place, miss it. None for a dataset without files
+    (digits, synthetic) or whose files are not here."""
+    if name in ("digits", "synthetic") or name not in DATASETS:
+        return None
+    cache_root = _cache_root(None)
+    try:
+        source = _find_source(name, _data_root(data_dir, cache_root), False)
+    except FedlibError:
+        return None
+    entry = _cache_file(cache_root, name, source, _resolve_options(name, options))
+    return entry.with_name(f"{entry.stem}.fingerprint.json")
+
+
 def files_signature(folder: Path) -> str:
     """A digest of every file under ``folder``: its path there, size and modification time (a
     stat of each file, no reading; about 0.1 s for the 60,000 files of a JPEG folder)."""

@@ -7,18 +7,24 @@ error, and its numbers would be stored under the config's hash as if they were t
 (``max_train_samples`` / ``max_test_samples``), which hashes apart. :func:`fingerprint` records
 in a run's meta.json what it trained on (sizes and samples per class of both splits, and a
 digest of labels and a spread of images); the engine serves a stored run only for data whose
-fingerprint agrees (see ``engine.check_served_data``).
+fingerprint agrees (see ``engine.check_served_data``). :func:`files_fingerprint` keeps the fingerprint
+of the files here between processes, under the key of fedlib's dataset cache (the files' names,
+sizes and modification times), so serving a stored run reads no image once it was computed.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
+import os
+from pathlib import Path
+from typing import Callable
 
 import numpy as np
 import torch
 
 from fedlib.datasets.data import (DATASET_SHAPES, HOLDOUT_FRACTION, POOLED_TRAIN_FRACTION, Dataset, dataset_shape,
-                                  split_option)
+                                  fingerprint_file, split_option)
 from fedlib.errors import FedlibError
 
 # datasets whose published split sizes are exact (the others vary with the build: LEAF's FEMNIST,
@@ -106,3 +112,38 @@ def fingerprint_difference(stored: dict, here: dict) -> str | None:
     if stored.get("digest") != here.get("digest"):
         return f"the same counts but other images (content digest {stored.get('digest')} vs {here.get('digest')})"
     return None
+
+
+def files_fingerprint(name: str, data_dir, options: dict, load: Callable[[], Dataset]) -> dict:
+    """The :func:`fingerprint` of dataset ``name`` as its files here load with ``options``, without
+    reading an image when an earlier process computed it from the same files (kept under the key of
+    fedlib's dataset cache: :func:`fedlib.datasets.data.fingerprint_file`); else ``load()`` is
+    fingerprinted and kept. Serving a stored run compares its recorded fingerprint with this."""
+    path = fingerprint_file(name, data_dir, **options)
+    kept = _read_fingerprint(path)
+    if kept is not None:
+        return kept
+    value = fingerprint(load())
+    if path is not None:
+        _write_fingerprint(path, value)
+    return value
+
+
+def _read_fingerprint(path: Path | None) -> dict | None:
+    """A kept fingerprint, or None when there is none (or it cannot be read: then it is recomputed)."""
+    try:
+        value = json.loads(path.read_text()) if path is not None and path.is_file() else None
+    except (OSError, ValueError):
+        return None
+    return value if isinstance(value, dict) and all(key in value for key in (*COUNT_KEYS, "digest")) else None
+
+
+def _write_fingerprint(path: Path, value: dict) -> None:
+    """Keep ``value`` at ``path`` (atomically; a cache that cannot be written is skipped)."""
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        temporary.write_text(json.dumps(value, sort_keys=True))
+        os.replace(temporary, path)
+    except OSError:
+        temporary.unlink(missing_ok=True)

@@ -287,12 +287,10 @@ def _state(server: ServerState, seconds: float) -> dict:
 def _restore(record: store.RunRecord, server: ServerState) -> tuple[list[dict], float]:
     """Load the resume checkpoint into ``server`` (else the final state of a run killed between
     dropping its checkpoint and writing its summary); returns the rounds logged so far."""
-    checkpoint = record.read_checkpoint(server.device) or record.read_final(server.device)
+    checkpoint = store.saved_state(record, server.device)
     if checkpoint is None:
         return [], 0.0
-    server.model.load_state_dict(checkpoint["model"])
-    server.extras = _to_device(checkpoint["extras"], server.device)
-    server.round = checkpoint["round"]
+    store.restore_server(server, checkpoint)
     rounds = [r for r in record.read_rounds() if r["round"] < server.round]
     if [r["round"] for r in rounds] != list(range(server.round)):  # the metrics log lost rounds
         import warnings
@@ -305,16 +303,6 @@ def _restore(record: store.RunRecord, server: ServerState) -> tuple[list[dict], 
         server.extras, server.round = fresh.extras, 0
         return [], 0.0
     return rounds, float(checkpoint.get("seconds", 0.0))
-
-
-def _to_device(value: Any, device: torch.device) -> Any:
-    if isinstance(value, Tensor):
-        return value.to(device)
-    if isinstance(value, dict):
-        return {k: _to_device(v, device) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_to_device(v, device) for v in value]
-    return value
 
 
 _ASK = object()  # run's ``served`` when the caller did not look the config up

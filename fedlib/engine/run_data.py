@@ -10,7 +10,8 @@ from dataclasses import replace
 from fedlib import store
 from fedlib.core.config import RunConfig
 from fedlib.datasets.data import Dataset, apply_split, missing_dataset_message, split_option
-from fedlib.datasets.data_check import COUNT_KEYS, check_full_size, fingerprint, fingerprint_difference
+from fedlib.datasets.data_check import (COUNT_KEYS, check_full_size, files_fingerprint, fingerprint,
+                                       fingerprint_difference)
 from fedlib.datasets.sources import FILES, DataSource
 from fedlib.errors import FedlibError
 
@@ -50,13 +51,16 @@ def _source_key(cfg: RunConfig) -> tuple:
 
 def source_fingerprint(cfg: RunConfig) -> dict | None:
     """The fingerprint (fedlib.datasets.data_check.fingerprint) of the dataset ``cfg`` loads here, before
-    its re-split and caps; None when the data are not here (nothing is downloaded for it)."""
+    its re-split and caps; None when the data are not here (nothing is downloaded for it). No image
+    is read when a process computed it before from the same files (same names, sizes and times:
+    fedlib.datasets.data_check.files_fingerprint), so serving a stored run does not load its data."""
     key = _source_key(cfg)
     if key not in _SOURCE_FINGERPRINTS:
         if missing_dataset_message(cfg.dataset, cfg.data_dir) is not None:
             return None
         options = split_option(cfg.dataset_options)[1]
-        _SOURCE_FINGERPRINTS[key] = fingerprint(FILES.load(cfg.dataset, data_dir=cfg.data_dir, **options))
+        _SOURCE_FINGERPRINTS[key] = files_fingerprint(
+            cfg.dataset, cfg.data_dir, options, lambda: FILES.load(cfg.dataset, data_dir=cfg.data_dir, **options))
     return _SOURCE_FINGERPRINTS[key]
 
 

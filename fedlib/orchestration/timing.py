@@ -178,25 +178,29 @@ def _on_ratio_kind(cfg: RunConfig) -> RunConfig:
 
 
 def plan_rates(configs: Sequence[RunConfig], results_dir: str | os.PathLike | None = None, device: str = "auto",
-               probe: bool = True, progress: bool = True, probe_ratios: bool = True) -> Rates:
+               probe: bool = True, progress: bool = True, probe_ratios: bool = True,
+               states: dict[str, store.RunState] | None = None) -> Rates:
     """Rates for every kind of ``configs``: measured ones (their stored runs), the rest from
     steady-state probes (cached or committed; those the unstored runs still lack are run now
     when ``probe``). Without ``probe_ratios`` a method whose ratio to FedAvg no probe has
     measured yet counts as costly as FedAvg (a notebook's own plan: two probes per (dataset,
-    model), seconds)."""
+    model), seconds). ``states``: each config's :func:`fedlib.store.run_state` by hash, when the
+    caller asked already (else the store is asked here, once per config)."""
     from fedlib.engine.engine import resolve_device
 
+    states = store.run_states(configs, results_dir) if states is None else states
     rates = Rates(device=device, cache=ProbeCache.for_device(device), ratios_assumed=not probe_ratios)
     device_type = resolve_device(device).type
-    rates.measured.update({k: (r, "stored runs") for k, r in stored_rates(configs, results_dir, device_type).items()})
+    rates.measured.update({k: (r, "stored runs") for k, r in stored_rates(configs, results_dir, device_type,
+                                                                                    states).items()})
     if probe:
-        to_run = [c for c in configs if not store.is_stored(c, results_dir)]
+        to_run = [c for c in configs if not states[c.hash()].stored]
         rates.run_probes(rates.probes_needed(to_run), progress)
     return rates
 
 
-def committed_gpu_rates(configs: Sequence[RunConfig], results_dir: str | os.PathLike | None = None
-                        ) -> dict[str, Rates]:
+def committed_gpu_rates(configs: Sequence[RunConfig], results_dir: str | os.PathLike | None = None,
+                        states: dict[str, store.RunState] | None = None) -> dict[str, Rates]:
     """GPU name -> rates for ``configs`` on that card, probing nothing: the card's committed probes
     (:data:`COMMITTED_RATES`) and the stored runs trained on CUDA (any card); a method whose ratio the
     card lacks counts as FedAvg. What a plan on a CPU prints beside its CPU-hours."""
@@ -210,19 +214,21 @@ def committed_gpu_rates(configs: Sequence[RunConfig], results_dir: str | os.Path
         if label.startswith("cpu"):
             continue
         if stored is None:
-            stored = {k: (r, "stored runs") for k, r in stored_rates(configs, results_dir, "cuda").items()}
+            stored = {k: (r, "stored runs") for k, r in stored_rates(configs, results_dir, "cuda", states).items()}
         gpus[label] = Rates(device="cuda", cache=ProbeCache.from_entry(COMMITTED_RATES, label, entry),
                             measured=dict(stored), ratios_assumed=True)
     return gpus
 
 
-def stored_rates(configs: Iterable[RunConfig], results_dir: str | os.PathLike | None, device_type: str
-                 ) -> dict[tuple, float]:
-    """Seconds per training image of the stored runs among ``configs`` (working store, then the
-    reference store) trained on ``device_type``, averaged by kind."""
+def stored_rates(configs: Iterable[RunConfig], results_dir: str | os.PathLike | None, device_type: str,
+                 states: dict[str, store.RunState] | None = None) -> dict[tuple, float]:
+    """Seconds per training image of the stored runs among ``configs`` (the record a store serves
+    each from) trained on ``device_type``, averaged by kind. ``states``: as :func:`plan_rates`."""
     samples: dict[tuple, list[float]] = {}
-    for cfg in {c.hash(): c for c in configs}.values():
-        record = _complete_record(cfg, results_dir)
+    unique = {c.hash(): c for c in configs}
+    states = store.run_states(unique.values(), results_dir) if states is None else states
+    for key, cfg in unique.items():
+        record = store.stored_record(cfg, states[key], results_dir)
         if record is None or not _trained_on(record, device_type):
             continue
         summary = record.read_summary()
@@ -230,10 +236,6 @@ def stored_rates(configs: Iterable[RunConfig], results_dir: str | os.PathLike | 
             per_round = summary["train_seconds"] / summary["rounds_run"]
             samples.setdefault(cost_key(cfg), []).append(per_round / images_per_round(cfg))
     return {key: statistics.fmean(values) for key, values in samples.items()}
-
-
-def _complete_record(cfg: RunConfig, results_dir) -> store.RunRecord | None:
-    return store.served_record(cfg, results_dir)
 
 
 def _trained_on(record: store.RunRecord, device_type: str) -> bool:

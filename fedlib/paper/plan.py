@@ -92,16 +92,18 @@ def plan_frame(grids: dict[str, list[RunConfig] | None], results_dir: str | os.P
 
     resources.cap_threads()  # probed and labelled at the threads the runs will train with ($FEDLIB_THREADS)
     union = {c.hash(): c for configs in grids.values() for c in configs or []}
-    to_run = [c for c in union.values() if not store.is_stored(c, results_dir)]
+    states = store.run_states(union.values(), results_dir)  # the one lookup of each run
+    to_run = [c for key, c in union.items() if not states[key].stored]
     probe = probe and not render_only()
-    rates = timing.plan_rates(list(union.values()), results_dir, device, probe, progress)
-    rows = [_row(name, configs, results_dir, rates, device) for name, configs in grids.items() if configs is not None]
-    total = _row(TOTAL_ROW, list(union.values()), results_dir, rates, device)
+    rates = timing.plan_rates(list(union.values()), results_dir, device, probe, progress, states=states)
+    rows = [_row(name, configs, results_dir, rates, device, states) for name, configs in grids.items()
+            if configs is not None]
+    total = _row(TOTAL_ROW, list(union.values()), results_dir, rates, device, states)
     frame = pd.DataFrame(rows + [total])
     if timing.hours_unit(device) == "CPU-hours":
-        for card, card_rates in timing.committed_gpu_rates(list(union.values()), results_dir).items():
+        for card, card_rates in timing.committed_gpu_rates(list(union.values()), results_dir, states).items():
             named = {**{n: c for n, c in grids.items() if c is not None}, TOTAL_ROW: list(union.values())}
-            frame[gpu_column(card)] = [_hours(named[name], results_dir, card_rates) for name in frame["notebook"]]
+            frame[gpu_column(card)] = [_hours(named[name], card_rates, states) for name in frame["notebook"]]
     frame.attrs.update(unit=timing.hours_unit(device), device=timing.device_label(device),
                        no_data=missing_reasons(to_run), sources=rates.sources(to_run), probes=rates.probes_run,
                        unknown=total.pop("unknown"))
@@ -113,15 +115,17 @@ def gpu_column(card: str) -> str:
     return f"GPU-hours ({card})"
 
 
-def _hours(configs: list[RunConfig], results_dir, rates) -> float:
-    """Hours of the unstored runs among ``configs`` at ``rates`` (runs without a rate left out)."""
-    unique = {c.hash(): c for c in configs}.values()
-    hours = [report.run_hours(c, rates) for c in unique if not store.is_stored(c, results_dir)]
+def _hours(configs: list[RunConfig], rates, states: dict[str, store.RunState]) -> float:
+    """Hours of the unstored runs among ``configs`` (``states``: their store states by hash) at
+    ``rates`` (runs without a rate left out)."""
+    unique = {c.hash(): c for c in configs}
+    hours = [report.run_hours(c, rates) for key, c in unique.items() if not states[key].stored]
     return float(sum(h for h in hours if h is not None))
 
 
-def _row(name: str, configs: list[RunConfig], results_dir, rates, device: str) -> dict:
-    plan = report.estimate_plan(configs, results_dir, rates=rates, device=device)
+def _row(name: str, configs: list[RunConfig], results_dir, rates, device: str,
+         states: dict[str, store.RunState]) -> dict:
+    plan = report.estimate_plan(configs, results_dir, rates=rates, device=device, states=states)
     return {"notebook": name, "runs": plan["runs"], "stored": plan["stored"], "to run": plan["to_run"],
             "no data here": sum(plan["no_data"].values()), DAY_COLUMN: plan["within_a_day"], "hours": plan["hours"],
             "unknown": plan["unknown"]}

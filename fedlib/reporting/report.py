@@ -42,7 +42,8 @@ def _plan_caveats(plan: dict) -> str:
 
 
 def estimate_plan(configs: Sequence[RunConfig], results_dir: str | os.PathLike | None = None,
-                  probe: bool = True, *, rates=None, device: str | None = None) -> dict:
+                  probe: bool = True, *, rates=None, device: str | None = None,
+                  states: dict[str, store.RunState] | None = None) -> dict:
     """The plan: runs, how many are stored, and the hours still to compute on ``device``.
 
     A run's hours are its rounds x (the images one round trains x the seconds per training image
@@ -53,17 +54,19 @@ def estimate_plan(configs: Sequence[RunConfig], results_dir: str | os.PathLike |
     probe per (dataset, model); ``reproduce.sh --plan`` measures them). Pass one ``rates`` to
     several plans and every run counts the same hours in each, so a plan of a union adds up its parts.
     Runs whose data are missing here are counted (and estimated) all the same, and listed by
-    dataset in ``no_data``.
+    dataset in ``no_data``. ``states``: each config's :func:`fedlib.store.run_state` by hash, when
+    the caller asked already (a plan of several notebooks); else each distinct config is asked once.
     """
     from fedlib.orchestration import resources, timing
 
     resources.cap_threads()  # probed and labelled at the threads the runs will train with ($FEDLIB_THREADS)
     device = device or _common_device(configs)
     unique = list({c.hash(): c for c in configs}.values())
-    missing = [c for c in unique if not store.is_stored(c, results_dir)]
+    states = store.run_states(unique, results_dir) if states is None else states
+    missing = [c for c in unique if not states[c.hash()].stored]
     if rates is None:
         probe = probe and not render_only()  # rendering only: nothing trains, not even a probe round
-        rates = timing.plan_rates(unique, results_dir, device, probe, probe_ratios=False)
+        rates = timing.plan_rates(unique, results_dir, device, probe, probe_ratios=False, states=states)
     hours = [run_hours(c, rates) for c in missing]
     known = [h for h in hours if h is not None]
     return {"runs": len(unique), "stored": len(unique) - len(missing), "to_run": len(missing),

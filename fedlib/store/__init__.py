@@ -24,6 +24,7 @@ one writer at a time, the process that holds its claim. One concept per module:
 - :mod:`.paths` -- where the working and the reference store are, a run's folder in them
 - :mod:`.serving` -- which store serves a run (the reference store before the working store)
 - :mod:`.record` -- ``RunRecord``, one run's folder: config, meta, round log, checkpoints, summary
+- :mod:`.restore` -- a server rebuilt from a run's checkpoint or final state (model, extras, round)
 - :mod:`.client_tables` -- per-client state split out of a checkpoint, one file per client
 - :mod:`.claim` -- ``Claim``, the lock a training holds on its run folder, and its heartbeat
 - :mod:`.consistency` -- whether a complete run's files agree with each other and its hash
@@ -56,4 +57,6 @@ from fedlib.store.provenance import (STAMP_FILE, ProvenanceWarning, code_revisio
                                           trained_revisions)
 from fedlib.store.publishing import publish
 from fedlib.store.record import CHECKPOINT_FILE, CLIENTS_DIR, FINAL_FILE, MODEL_READS_ENV, RunRecord, list_runs
-from fedlib.store.serving import is_stored, reference_record, same_metrics, served_record
+from fedlib.store.restore import restore_server, saved_state, to_device
+from fedlib.store.serving import (RunState, is_stored, reference_record, run_state, run_states, same_metrics,
+                                 served_record, stored_record)

@@ -1,14 +1,17 @@
 """Which store serves a run: a complete run (its summary.json exists) of the config's hash comes
 from the committed reference store whenever that holds it, else from the working store. A complete
 working-store run the reference run shadows is never used, and is warned about once when its
-per-round metrics differ."""
+per-round metrics differ. :func:`run_state` is the one question a caller asks about a config (served
+from the reference store, complete in the working store, partial, absent)."""
 
 from __future__ import annotations
 
+import enum
 import json
 import os
 import warnings
 from pathlib import Path
+from typing import Iterable
 
 from fedlib.core.config import RunConfig
 from fedlib.store.migration import hint_unmigrated
@@ -29,9 +32,48 @@ def reference_record(cfg: RunConfig, results_dir: str | os.PathLike | None = Non
     return None
 
 
+class RunState(enum.Enum):
+    """What state the stores hold a config's run in (:func:`run_state`)."""
+
+    REFERENCE = "reference"  # complete in the reference store, which serves it
+    COMPLETE = "complete"  # complete in the working store (the reference store lacks it)
+    PARTIAL = "partial"  # started in the working store, not finished: a run resumes it from its checkpoint
+    ABSENT = "absent"  # in no store
+
+    @property
+    def stored(self) -> bool:
+        """Whether a store serves the run (complete in one of them)."""
+        return self in (RunState.REFERENCE, RunState.COMPLETE)
+
+
+def run_state(cfg: RunConfig, results_dir: str | os.PathLike | None = None) -> RunState:
+    """The one question a caller asks the stores about ``cfg``: served from the reference store,
+    complete in the working store (``results_dir``), partial there (resumable), or absent."""
+    if reference_record(cfg, results_dir) is not None:
+        return RunState.REFERENCE
+    working = RunRecord(run_dir(cfg, results_dir))
+    if working.complete:
+        return RunState.COMPLETE
+    return RunState.PARTIAL if (working.folder / "config.json").exists() else RunState.ABSENT
+
+
+def run_states(configs: Iterable[RunConfig], results_dir: str | os.PathLike | None = None) -> dict[str, RunState]:
+    """Config hash -> :func:`run_state`, each distinct config asked once."""
+    unique = {cfg.hash(): cfg for cfg in configs}
+    return {key: run_state(cfg, results_dir) for key, cfg in unique.items()}
+
+
+def stored_record(cfg: RunConfig, state: RunState, results_dir: str | os.PathLike | None = None) -> "RunRecord | None":
+    """The record serving ``cfg``'s run in ``state`` (what :func:`run_state` said; nothing is looked
+    up again): the reference store's, the working store's, or None for a run no store serves."""
+    if state is RunState.REFERENCE:
+        return RunRecord(reference_root() / cfg.hash())
+    return RunRecord(run_dir(cfg, results_dir)) if state is RunState.COMPLETE else None
+
+
 def is_stored(cfg: RunConfig, results_dir: str | os.PathLike | None = None) -> bool:
     """Whether a complete run of ``cfg`` is in the working store or the reference store."""
-    return RunRecord(run_dir(cfg, results_dir)).complete or reference_record(cfg, results_dir) is not None
+    return run_state(cfg, results_dir).stored
 
 
 _SHADOW_WARNED: set[tuple[Path, Path]] = set()

@@ -153,7 +153,7 @@ def render_skip_reason(notebook: Path, entry: dict | None, overrides: dict, root
     with fedlib_importable():
         configs = {cfg.hash(): cfg for cfg in declared_configs(notebook, {**(entry or {}), **overrides})}
     results_dir = overrides.get("results_dir") or str(root / "results")
-    stored = sum(store.is_stored(cfg, results_dir) for cfg in configs.values())
+    stored = sum(state.stored for state in store.run_states(configs.values(), results_dir).values())
     runs = f"{len(configs)} run{'s' if len(configs) != 1 else ''}"
     if stored == 0:
         return f"render-only: no store holds any of its {runs}"

@@ -136,3 +136,45 @@ def test_a_cap_at_least_the_split_is_no_cap_and_keeps_the_hash():
     assert RunConfig(dataset="mnist", max_train_samples=59999).hash() != plain.hash()
     pooled = RunConfig(dataset="mnist", dataset_options={"split": "pooled_75_25"}, max_train_samples=60000)
     assert pooled.max_train_samples is None, "the pooled split trains on 52,500"
+
+
+def _no_image_reads(monkeypatch):
+    """From here on, loading a dataset fails the test; the process forgets what it loaded, as a new one would."""
+    from fedlib.datasets import sources
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("a data set was loaded")
+
+    engine._DATASET_CACHE.clear()
+    engine._SOURCE_FINGERPRINTS.clear()
+    monkeypatch.setattr(sources, "load_dataset", refuse)
+    monkeypatch.setattr(data, "load_dataset", refuse)
+
+
+def test_serving_a_stored_run_reads_no_image_once_its_datas_fingerprint_is_kept(tmp_path, private_cache, monkeypatch):
+    # issue 46: serving stored metrics loaded the whole data set to fingerprint it, in every process
+    cfg = RunConfig(**CIFAR_RUN, max_train_samples=200, max_test_samples=50,
+                    data_dir=str(cifar_folder(tmp_path / "a", train_per_class=30)))
+    first = quiet_run(cfg, tmp_path / "results")
+    quiet_run(cfg, tmp_path / "results")  # the first serve on these files fingerprints them once and keeps it
+    _no_image_reads(monkeypatch)
+    served = quiet_run(cfg, tmp_path / "results")
+    assert served.summary == first.summary and served.rounds == first.rounds
+    Image.fromarray(np.zeros((32, 32, 3), dtype=np.uint8)).save(tmp_path / "a" / "cifar10" / "train" / "cat" / "x.png")
+    engine._SOURCE_FINGERPRINTS.clear()  # a new process
+    with pytest.raises(AssertionError, match="a data set was loaded"):  # other files: fingerprinted anew
+        quiet_run(cfg, tmp_path / "results")
+
+
+def test_a_kept_fingerprint_of_other_data_still_refuses_the_stored_run(tmp_path, private_cache, monkeypatch):
+    from fedlib.engine import run_data
+
+    cfg = RunConfig(**CIFAR_RUN, max_train_samples=200, max_test_samples=50,
+                    data_dir=str(cifar_folder(tmp_path / "a", train_per_class=30)))
+    quiet_run(cfg, tmp_path / "results")
+    other = cfg.replace(data_dir=str(cifar_folder(tmp_path / "b", train_per_class=25)))
+    assert run_data.source_fingerprint(other)["train"] == 250  # kept for b's files
+    _no_image_reads(monkeypatch)
+    with pytest.raises(FedlibError) as caught:
+        quiet_run(other, tmp_path / "results")
+    assert "trained on other data" in str(caught.value) and "300 train images stored vs 250 here" in str(caught.value)

@@ -1,5 +1,6 @@
-"""How often rendering asks the store about a config (issue 46): run_all serving stored runs
-should look each config up once, and compute each config object's hash once."""
+"""How often rendering asks the store about a config (issue 46): run_all serving stored runs, a
+notebook's plan and the plan of several notebooks should look each config up once, and compute
+each config object's hash once."""
 
 import collections
 import warnings
@@ -9,10 +10,12 @@ import pytest
 from fedlib import store
 from fedlib.core import config as config_module
 from fedlib.orchestration import experiments
+from fedlib.paper import plan
+from fedlib.reporting import report
 from fedlib.store import serving
 from tests.helpers import tiny_config
 
-LOOKUPS = ("is_stored", "served_record", "reference_record")
+LOOKUPS = ("is_stored", "served_record", "reference_record", "run_state")
 
 
 def _stored(folder, cfg, accuracy):
@@ -107,3 +110,54 @@ def test_a_cached_hash_follows_an_in_place_edit_of_method_args():
     assert cfg.hash() != before
     assert cfg.hash() == tiny_config(rounds=1, method="fedprox", method_args={"mu": 0.5}).hash()
     assert cfg == tiny_config(rounds=1, method="fedprox", method_args={"mu": 0.5})  # the cache is no field
+
+
+def _unstored(configs, work):
+    """The configs of ``stores`` and one in no store, and one started but not finished."""
+    absent, partial = tiny_config(rounds=1, seed=3), tiny_config(rounds=1, seed=4)
+    store.RunRecord(work / partial.hash()).write_config(partial)
+    return configs + [absent, partial]
+
+
+@pytest.fixture
+def private_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("FEDLIB_CACHE", str(tmp_path / "cache"))
+
+
+def _asked_once(counted, configs):
+    for cfg in configs:
+        asked = {name: counted[name, cfg.hash()] for name in LOOKUPS}
+        assert asked == {"is_stored": 0, "served_record": 0, "reference_record": 1, "run_state": 1}, cfg.seed
+
+
+def test_a_notebooks_plan_looks_each_config_up_once(stores, counted, private_cache):
+    configs, work = stores
+    configs = _unstored(configs, work)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        estimate = report.estimate_plan(configs + configs, work, probe=False, device="cpu")
+    assert (estimate["runs"], estimate["stored"], estimate["to_run"]) == (5, 3, 2)
+    _asked_once(counted, configs)  # before issue 46: is_stored and served_record once each (2 lookups)
+
+
+def test_the_plan_of_several_notebooks_looks_each_config_up_once(stores, counted, private_cache):
+    configs, work = stores
+    configs = _unstored(configs, work)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        frame = plan.plan_frame({"a": configs[:3], "b": configs[1:]}, work, probe=False, device="cpu", progress=False)
+    assert list(frame["stored"]) == [3, 2, 3] and list(frame["to run"]) == [0, 2, 2]
+    _asked_once(counted, configs)  # before issue 46: up to 7 is_stored and 2 served_record per config
+
+
+def test_run_state_tells_the_four_states_apart(stores):
+    configs, work = stores
+    configs = _unstored(configs, work)
+    states = store.run_states(configs, work)
+    assert [states[c.hash()] for c in configs] == [store.RunState.REFERENCE, store.RunState.COMPLETE,
+                                                  store.RunState.COMPLETE, store.RunState.ABSENT,
+                                                  store.RunState.PARTIAL]
+    assert [s.stored for s in states.values()] == [True, True, True, False, False]
+    assert [store.stored_record(c, states[c.hash()], work) for c in configs[3:]] == [None, None]
+    assert store.stored_record(configs[1], states[configs[1].hash()], work).folder == work / configs[1].hash()
+    assert store.stored_record(configs[0], states[configs[0].hash()], work).folder.parent.name == "reference"

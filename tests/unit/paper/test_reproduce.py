@@ -366,9 +366,10 @@ def skip_reason(stem: str, tmp_path: Path, stored_hashes: set[str] | None, monke
     holding exactly ``stored_hashes`` (None: all of them)."""
     from fedlib import store
     from fedlib.paper.reproduce import build_overrides, load_profiles, render_skip_reason
+    from fedlib.store import serving
 
-    monkeypatch.setattr(store, "is_stored", lambda cfg, results_dir=None: stored_hashes is None
-                        or cfg.hash() in stored_hashes)
+    monkeypatch.setattr(serving, "run_state", lambda cfg, results_dir=None: store.RunState.COMPLETE
+                        if stored_hashes is None or cfg.hash() in stored_hashes else store.RunState.ABSENT)
     overrides = build_overrides("smoke", "cpu", None, tmp_path / "r", tmp_path / "f", tmp_path / "t")
     entry = load_profiles(ROOT / "profiles", stem)["smoke"]
     return render_skip_reason(ROOT / "notebooks" / f"{stem}.ipynb", entry, overrides, ROOT)
