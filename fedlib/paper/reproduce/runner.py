@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Sequence
 
-from fedlib.errors import FedlibError
+from fedlib.errors import FedlibError, one_line
 from fedlib.folders import user_folder
 from fedlib.paper.reproduce.declared import declared_plan
 from fedlib.paper.reproduce.kernel import QUIET_KERNEL, check_kernel, default_kernel, fedlib_importable, publishing_env
@@ -225,9 +225,7 @@ def _check_parameters(notebook: Path, parameters: dict) -> None:
 def _describe(error: Exception) -> str:
     """One line naming what went wrong inside (or before) the notebook."""
     ename = getattr(error, "ename", None)  # papermill's execution error carries the cell's error
-    text = f"{ename}: {error.evalue}" if ename else f"{type(error).__name__}: {error}"
-    first_line = text.strip().splitlines()[0] if text.strip() else type(error).__name__
-    return first_line[:160]
+    return one_line(f"{ename}: {error.evalue}" if ename else error, 160)
 
 
 def format_run(run: NotebookRun, width: int) -> str:
