@@ -107,3 +107,19 @@ def test_a_cached_hash_follows_an_in_place_edit_of_method_args():
     assert cfg.hash() != before
     assert cfg.hash() == tiny_config(rounds=1, method="fedprox", method_args={"mu": 0.5}).hash()
     assert cfg == tiny_config(rounds=1, method="fedprox", method_args={"mu": 0.5})  # the cache is no field
+
+
+def test_the_executor_asks_the_store_once_per_config(stores, counted):
+    """execute looks each config up once (is_stored); the run it trains is not looked up again
+    by engine.run in the worker (train_one passes served=None)."""
+    from fedlib.orchestration import executor
+
+    configs, work = stores
+    new = tiny_config(rounds=1, seed=7)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        outcomes = executor.execute(configs + [new], executor="serial", results_dir=work, progress=False)
+    assert [o.status for o in outcomes] == [executor.STORED] * 3 + [executor.DONE]
+    for cfg in configs + [new]:  # before issue 46: the trained run was also asked by served_record
+        assert counted["is_stored", cfg.hash()] == 1
+        assert counted["served_record", cfg.hash()] == 0
