@@ -43,6 +43,7 @@ from typing import Iterator
 import torch
 
 from fedlib.datasets.data import stand_in_dataset
+from fedlib.errors import one_line
 from fedlib.datasets.sources import FILES, DataSource
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -184,7 +185,7 @@ def part_workloads(device: str, tiny: bool) -> Iterator[str]:
                 try:
                     r = bench.time_path(cfg, path, rounds=1, repeat=1, profile=False, source=source)
                 except Exception as error:  # noqa: BLE001 - a failing path is a result of the check
-                    yield f"| ({name}) | {path} | failed: {str(error).splitlines()[0][:120]} | | | | |"
+                    yield f"| ({name}) | {path} | failed: {one_line(error, 120, kind=False)} | | | | |"
                     continue
                 _synchronize(device)
                 base = base or (r["seconds"] if path == "naive" else None)

@@ -17,13 +17,20 @@ def one_of(kind: str, name: str, valid) -> FedlibError:
     return FedlibError(f"unknown {kind} {name!r}; valid {plural}: {choices}")
 
 
-def one_line(error: object) -> str:
-    """An error or warning as one line: its type and the first line of its message (200
-    characters at most), for tables and summaries that report many at once."""
-    text = str(error).strip()
-    first = text.splitlines()[0] if text else ""
-    kind = type(error).__name__ if isinstance(error, BaseException) else ""
-    return (f"{kind}: {first}" if kind and first else kind or first)[:200]
+def one_line(error: object, limit: int | None = 200, *, kind: bool = True) -> str:
+    """An error (or warning, or message) as one line: ``'TypeName: first line of its message'``.
+
+    The single place fedlib turns an error into one line, for tables, summaries, notes and the
+    messages :func:`explain` builds. The first non-empty line of the message is kept, stripped;
+    ``kind=False`` leaves the type name out (it stands alone when the message is empty); the
+    whole line is cut to ``limit`` characters (``None``: not cut). A non-exception (a string, a
+    warning's message) has no type name to give.
+    """
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    first = lines[0] if lines else ""
+    name = type(error).__name__ if isinstance(error, BaseException) else ""
+    text = (f"{name}: {first}" if kind and name and first else first or name)
+    return text[:limit] if limit is not None else text
 
 
 # Third-party errors a user's input can raise, named by module and type so this module imports
@@ -54,9 +61,8 @@ def explain(error: BaseException) -> str | None:
 
 
 def _first_line(error: BaseException) -> str:
-    """The first non-empty line of ``error``'s message, whitespace collapsed (its type if none)."""
-    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
-    return " ".join(lines[0].split()) if lines else type(error).__name__
+    """:func:`one_line` without the type name, whitespace collapsed (its type if no message)."""
+    return " ".join(one_line(error, None, kind=False).split())
 
 
 def _yaml_problem(error: BaseException) -> str | None:

@@ -35,7 +35,7 @@ from fedlib.algorithms.client_training import train_client
 from fedlib.core.config import RunConfig
 from fedlib.core.state import FederatedData
 from fedlib.engine.engine import prepare
-from fedlib.errors import FedlibError
+from fedlib.errors import FedlibError, one_line
 from fedlib.measures import metrics
 
 CACHE_FOLDER = "local_update"  # under the results root (and the reference store), beside drift/ and analysis/
@@ -155,7 +155,7 @@ def _compute(cfg: RunConfig, global_state: dict[str, torch.Tensor], round_index:
         server.model.load_state_dict(global_state)
     except RuntimeError as error:
         raise FedlibError(f"global_state does not fit model {cfg.model!r} on {cfg.dataset}: "
-                          f"{str(error).splitlines()[0]}") from None
+                          f"{one_line(error, None, kind=False)}") from None
     server.round = round_index
     algorithm.begin_round(server)  # as the engine's round starts: the method's server-side work first
     server.round_clients = list(range(cfg.clients))

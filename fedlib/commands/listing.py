@@ -21,7 +21,7 @@ from typing import Any, Iterable
 
 from fedlib import store
 from fedlib.core.config import LOCATION_FIELDS, RunConfig, hash_with_unread_settings
-from fedlib.errors import FedlibError, one_of
+from fedlib.errors import FedlibError, one_line, one_of
 
 # damaged: its files read but disagree (an edited config.json, a lost rounds.jsonl line, a broken
 # meta.json): what ``fedlib run`` refuses to serve; corrupt: its config.json or summary.json does not read
@@ -82,7 +82,7 @@ def read_run(record: store.RunRecord) -> StoredRun:
             raise ValueError("summary.json is not a JSON object")
         done = summary.get("rounds_run", 0) if summary else record.rounds_logged()
     except (ValueError, KeyError, TypeError, OSError, FedlibError) as exc:
-        return StoredRun(record, "corrupt", problem=first_line(exc))
+        return StoredRun(record, "corrupt", problem=one_line(exc, 160))
     problem = damage(record, cfg, summary)
     status = "damaged" if problem else _status(record, summary)
     return StoredRun(record, status, cfg, summary, int(done or 0), problem=problem or "")
@@ -104,7 +104,7 @@ def damage(record: store.RunRecord, cfg: RunConfig, summary: dict | None) -> str
         try:
             read()
         except (ValueError, OSError) as exc:
-            return f"its {name} cannot be read ({first_line(exc)})"
+            return f"its {name} cannot be read ({one_line(exc, 160)})"
     expected = record.folder.name
     if expected == hash_with_unread_settings(cfg):
         expected = cfg.hash()
@@ -119,12 +119,6 @@ def _status(record: store.RunRecord, summary: dict | None) -> str:
     if summary is None:
         return "running" if record.in_progress() else "partial"
     return "diverged" if summary.get("diverged") else "done"
-
-
-def first_line(exc: BaseException) -> str:
-    """'TypeName: first line of the message' (at most 120 characters of it)."""
-    text = str(exc).strip().splitlines()[0][:120] if str(exc).strip() else ""
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
 def stored_runs(results_dir: str | os.PathLike | None = None) -> list[StoredRun]:

@@ -39,7 +39,7 @@ from fedlib.engine.backends import backend_named, stacked
 from fedlib.engine.evaluation import MAX_REPORTED_GROUPS, evaluate  # noqa: F401 - engine.evaluate, as before
 from fedlib.engine.run_data import (  # noqa: F401 - the run's data, importable from the engine as before
     _DATASET_CACHE, _SOURCE_FINGERPRINTS, check_served_data, forget_datasets, load_run_dataset, source_fingerprint)
-from fedlib.errors import FedlibError
+from fedlib.errors import FedlibError, one_line
 from fedlib.folders import check_environment, env_folder
 from fedlib.store import provenance
 
@@ -516,8 +516,7 @@ def _stored_result(cfg: RunConfig, record: store.RunRecord) -> RunResult:
         stored = record.read_config()
         record.read_meta()  # a damaged meta.json is a corrupt run too
     except (ValueError, KeyError, TypeError, OSError, FedlibError) as exc:
-        raise FedlibError(f"stored run {record.folder} is corrupt ({type(exc).__name__}: "
-                          f"{str(exc).splitlines()[0][:120] if str(exc) else ''}); delete the folder to "
+        raise FedlibError(f"stored run {record.folder} is corrupt ({one_line(exc, 160)}); delete the folder to "
                           "recompute it") from None
     problem = store.inconsistency(cfg.hash(), stored, summary, rounds)
     if problem:

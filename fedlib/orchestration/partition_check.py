@@ -75,7 +75,7 @@ def _check_one(cfg: RunConfig, count: int, notebooks: Sequence[str]) -> dict:
     missing = None if cfg.dataset in ("digits", "synthetic") else data.missing_dataset_message(cfg.dataset,
                                                                                               cfg.data_dir)
     if missing:
-        return {**row, "status": "data missing here", "error": missing.splitlines()[0][:200]}
+        return {**row, "status": "data missing here", "error": one_line(missing)}
     try:
         dataset = engine.load_run_dataset(cfg)
         if cfg.clients > len(dataset.train_y):

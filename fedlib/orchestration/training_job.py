@@ -20,9 +20,11 @@ STORED, DONE, DIVERGED, ELSEWHERE, FAILED = "stored", "done", "diverged", "elsew
 def train_one(config: dict, threads: int) -> dict:
     """Train (or resume) one run in this process with ``threads`` intra-op threads; never raises.
 
-    Returns a dict: ``status`` (done, diverged, elsewhere: the store served it, claimed: another
-    live process holds it, failed), ``error``, ``seconds``, ``best_accuracy``, ``worker``, ``notes``
-    (the run's provenance warnings: a resume with other arithmetic or code, for one)."""
+    Returns a dict: ``status`` (done, diverged, elsewhere: another process stored it meanwhile,
+    claimed: another live process holds it, failed), ``error``, ``seconds``, ``best_accuracy``,
+    ``worker``, ``notes`` (the run's provenance warnings: a resume with other arithmetic or code,
+    for one). The executor asked the store about the run before handing it out, so the store is
+    not asked again here (a run another process stores meanwhile is found under its claim)."""
     from fedlib.engine import engine
 
     resources.set_thread_budget(threads=threads)
@@ -51,6 +53,6 @@ def _run_noting(cfg: RunConfig, notes: list[str]):
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
-            return engine.run(cfg, progress=False)
+            return engine.run(cfg, progress=False, served=None)  # the executor asked the store
         finally:
             notes += [str(w.message) for w in caught if issubclass(w.category, store.ProvenanceWarning)]

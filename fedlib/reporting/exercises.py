@@ -27,7 +27,7 @@ from fedlib.algorithms.client_training import client_setup
 from fedlib.core.config import RunConfig
 from fedlib.core.registry import build_algorithm, get_class
 from fedlib.engine import engine
-from fedlib.errors import FedlibError
+from fedlib.errors import FedlibError, one_line
 
 OBJECTIVE_RTOL = 1e-4  # the same formula summed in another order differs by float rounding only
 LOSS_ATOL = 1e-3  # test loss after a few rounds of the same training
@@ -84,7 +84,7 @@ def check_method(student: str, reference: str, method_args: dict[str, Any] | Non
     except FedlibError:
         raise
     except Exception as error:  # the student's code raised: say where, in one line
-        report.add(False, f"your method raised {type(error).__name__}: {error}")
+        report.add(False, f"your method raised {one_line(error, None)}")
     return report
 
 

@@ -69,3 +69,17 @@ def test_the_cli_leaves_the_warning_format_as_it_found_it():
     before = warnings.formatwarning
     cli.main(["methods"])
     assert warnings.formatwarning is before
+
+
+def test_one_line_is_type_and_first_non_empty_line_cut_to_the_limit():
+    """fedlib.errors.one_line is the one formatter every table, note and message uses."""
+    from fedlib.errors import one_line
+
+    error = ValueError("\n  first line  \nsecond")
+    assert one_line(error) == "ValueError: first line"
+    assert one_line(error, kind=False) == "first line"
+    assert one_line(ValueError()) == "ValueError" and one_line(ValueError(), kind=False) == "ValueError"
+    assert one_line("a warning\nmore") == "a warning"
+    assert one_line(ValueError("x" * 500)) == ("ValueError: " + "x" * 500)[:200]
+    assert one_line(ValueError("x" * 500), 20) == "ValueError: xxxxxxxx"
+    assert one_line(ValueError("x" * 500), None) == "ValueError: " + "x" * 500

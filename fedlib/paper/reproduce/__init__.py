@@ -31,7 +31,7 @@ monkeypatches one patches the module that owns or reads it (``command_line.run_n
 from __future__ import annotations
 
 from fedlib.paper.reproduce.command_line import build_parser, main
-from fedlib.paper.reproduce.declared import (declared_grids, declared_profile_runs, declared_runs,
+from fedlib.paper.reproduce.declared import (Declarations, declared_grids, declared_profile_runs, declared_runs,
                                              default_dry_run_csv, dry_run_notebooks, execute_declared_runs,
                                              notebook_runs, plan_notebooks)
 from fedlib.paper.reproduce.kernel import QUIET_KERNEL, default_kernel

@@ -14,7 +14,7 @@ from typing import Sequence
 
 from fedlib.errors import FedlibError, explain
 from fedlib.folders import check_environment
-from fedlib.paper.reproduce.declared import dry_run_notebooks, execute_declared_runs, plan_notebooks
+from fedlib.paper.reproduce.declared import Declarations, dry_run_notebooks, execute_declared_runs, plan_notebooks
 from fedlib.paper.reproduce.notebook_listing import format_listing
 from fedlib.paper.reproduce.runner import format_run, format_summary, run_notebooks
 from fedlib.paper.reproduce.selection import find_notebooks, parse_parameters
@@ -108,8 +108,10 @@ def _dry_run_main(args: argparse.Namespace, notebooks_dir: Path, profiles_dir: P
     return 0 if (frame["status"] == "ok").all() and not (partitions["status"] == "error").any() else 1
 
 
-def _execute_main(args: argparse.Namespace, notebooks_dir: Path, profiles_dir: Path) -> None:
-    """``--executor local|ray`` / ``--workers N``: the declared runs first, on the executor."""
+def _execute_main(args: argparse.Namespace, notebooks_dir: Path, profiles_dir: Path,
+                  declarations: Declarations) -> None:
+    """``--executor local|ray`` / ``--workers N``: the declared runs first, on the executor
+    (``declarations``: the call's, which the plan and the notebooks' run then reuse)."""
     if args.workers is not None and args.workers < 1:
         raise FedlibError(f"--workers must be >= 1, got {args.workers}")
     executor = "local" if args.executor == "serial" else args.executor
@@ -120,7 +122,7 @@ def _execute_main(args: argparse.Namespace, notebooks_dir: Path, profiles_dir: P
     execute_declared_runs(args.profile, args.only, executor=executor, workers=args.workers, address=args.address,
                           threads=args.threads, notebooks_dir=notebooks_dir, profiles_dir=profiles_dir,
                           device=args.device, data_dir=args.data, results_dir=args.results,
-                          parameters=_parameters(args), verbose=args.verbose)
+                          parameters=_parameters(args), verbose=args.verbose, declarations=declarations)
 
 
 def _parameters(args: argparse.Namespace) -> dict | None:
@@ -157,6 +159,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     notebooks_dir = Path(args.notebooks_dir or REPO_ROOT / "notebooks").resolve()
     profiles_dir = Path(args.profiles_dir or notebooks_dir.parent / "profiles")
     modes = ExitStack()  # the modes found, put back at the end (a caller in the same process)
+    declarations = Declarations()  # each notebook's runs declared once in this call, whoever asks
     try:
         check_environment()
         _check_options(args)
@@ -179,13 +182,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.plan:
             frame = plan_notebooks(args.profile, args.only, notebooks_dir=notebooks_dir, profiles_dir=profiles_dir,
                                    device=args.device, data_dir=args.data, results_dir=args.results,
-                                   parameters=_parameters(args))
+                                   parameters=_parameters(args), declarations=declarations)
             from fedlib.paper.plan import format_plan
 
             print(format_plan(frame, args.profile, args.device or "auto"))
             return 0
         if (args.executor != "serial" or (args.workers or 1) > 1) and not args.render_only:
-            _execute_main(args, notebooks_dir, profiles_dir)
+            _execute_main(args, notebooks_dir, profiles_dir, declarations)
         width = max(len(nb.stem) for nb in find_notebooks(notebooks_dir, args.only))
         runs = run_notebooks(
             args.profile, args.only, notebooks_dir=notebooks_dir, profiles_dir=profiles_dir,
@@ -193,7 +196,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             figures_dir=args.figures, tables_dir=args.tables, kernel=args.kernel,
             show_plan=args.profile == "paper" and not args.render_only, publish=args.publish,
             parameters=_parameters(args), log_output=args.verbose,
-            report=lambda run: print(format_run(run, width), flush=True),
+            report=lambda run: print(format_run(run, width), flush=True), declarations=declarations,
         )
     except FedlibError as error:
         print(f"error: {explain(error)}", file=sys.stderr)

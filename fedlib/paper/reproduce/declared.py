@@ -5,6 +5,7 @@ training them on an executor first (``--executor local|ray``)."""
 
 from __future__ import annotations
 
+import json
 import os
 import tempfile
 from pathlib import Path
@@ -17,23 +18,50 @@ from fedlib.paper.reproduce.kernel import fedlib_importable
 from fedlib.paper.reproduce.selection import select_notebooks
 from fedlib.reporting.notebook import REPO_ROOT
 
+# runner options that never change what a notebook declares: its grid function does not read them
+NOT_DECLARING = ("figures_dir", "tables_dir")
+
+
+class Declarations:
+    """The runs each notebook declares (:func:`fedlib.paper.plan.declared_configs`), asked once per
+    notebook and parameters: one is made per ``reproduce`` call and passed to everything that needs
+    the declared runs (the executor's runs, the plan, render-only's skip reasons)."""
+
+    def __init__(self):
+        self._configs: dict[tuple[str, str], list | None] = {}
+        self.asked = 0  # notebooks declared: at most one per notebook and parameters
+
+    def configs(self, notebook: Path, parameters: dict) -> list | None:
+        """The runs ``notebook`` declares under ``parameters`` (None: a notebook without a grid)."""
+        from fedlib.paper.plan import declared_configs
+
+        shown = {name: value for name, value in parameters.items() if name not in NOT_DECLARING}
+        key = (str(Path(notebook).resolve()), json.dumps(shown, sort_keys=True, default=str))
+        if key not in self._configs:
+            self.asked += 1
+            with fedlib_importable():
+                self._configs[key] = declared_configs(notebook, parameters)
+        return self._configs[key]
+
 
 def execute_declared_runs(profile: str = "smoke", only: str | None = None, *, executor: str = "local",
                           workers: int | None = None, address: str | None = None, threads: int | None = None,
                           notebooks_dir: str | os.PathLike | None = None,
                           profiles_dir: str | os.PathLike | None = None, device: str | None = None,
                           data_dir: str | os.PathLike | None = None, results_dir: str | os.PathLike | None = None,
-                          parameters: dict | None = None, verbose: bool = False) -> list:
+                          parameters: dict | None = None, verbose: bool = False,
+                          declarations: Declarations | None = None) -> list:
     """Train every run the selected notebooks declare in ``profile``, each distinct run once
     however many notebooks declare it, on ``executor`` (:func:`fedlib.orchestration.executor.execute`: local
     worker processes or Ray), so the notebooks then render from the store. Runs whose dataset is
     missing here are left to the notebooks (which skip them); ``verbose`` adds a line per finished
-    run. Returns the outcomes."""
+    run; ``declarations``: the call's :class:`Declarations`. Returns the outcomes."""
     from fedlib.datasets.data import missing_dataset_message
     from fedlib.orchestration.executor import execute
 
     runs, store_dir = notebook_runs(profile, only, notebooks_dir=notebooks_dir, profiles_dir=profiles_dir,
-                                    device=device, data_dir=data_dir, results_dir=results_dir, parameters=parameters)
+                                    device=device, data_dir=data_dir, results_dir=results_dir, parameters=parameters,
+                                    declarations=declarations)
     here = [cfg for cfg in runs if missing_dataset_message(cfg.dataset, cfg.data_dir, cfg.download) is None]
     if len(here) < len(runs):
         missing = sorted({cfg.dataset for cfg in runs} - {cfg.dataset for cfg in here})
@@ -46,7 +74,8 @@ def execute_declared_runs(profile: str = "smoke", only: str | None = None, *, ex
 def notebook_runs(profile: str = "smoke", only: str | None = None, *, notebooks_dir: str | os.PathLike | None = None,
                   profiles_dir: str | os.PathLike | None = None, device: str | None = None,
                   data_dir: str | os.PathLike | None = None, results_dir: str | os.PathLike | None = None,
-                  parameters: dict | None = None, progress: bool = True) -> tuple[list, str]:
+                  parameters: dict | None = None, progress: bool = True,
+                  declarations: Declarations | None = None) -> tuple[list, str]:
     """Every distinct run the selected notebooks declare in ``profile`` (those of
     :data:`fedlib.paper.grids.HOOK_TRAINED` left to their notebooks), and the results store the notebooks
     will read them from."""
@@ -54,7 +83,7 @@ def notebook_runs(profile: str = "smoke", only: str | None = None, *, notebooks_
 
     notebooks, profiles, overrides, root = select_notebooks(profile, only, notebooks_dir, profiles_dir, device,
                                                             data_dir, results_dir, None, None, parameters=parameters)
-    grids = declared_grids(notebooks, profiles, overrides, progress=progress)
+    grids = declared_grids(notebooks, profiles, overrides, progress=progress, declarations=declarations)
     runs = declared_runs({stem: configs for stem, configs in grids.items() if stem not in HOOK_TRAINED})
     return [cfg for cfg, _ in runs.values()], overrides.get("results_dir") or str(root / "results")
 
@@ -62,7 +91,8 @@ def notebook_runs(profile: str = "smoke", only: str | None = None, *, notebooks_
 def plan_notebooks(profile: str = "paper", only: str | None = None, *, probe: bool = True,
                    notebooks_dir: str | os.PathLike | None = None, profiles_dir: str | os.PathLike | None = None,
                    device: str = "auto", data_dir: str | os.PathLike | None = None,
-                   results_dir: str | os.PathLike | None = None, parameters: dict | None = None) -> "pd.DataFrame":
+                   results_dir: str | os.PathLike | None = None, parameters: dict | None = None,
+                   declarations: Declarations | None = None) -> "pd.DataFrame":
     """The plan of the selected notebooks in ``profile`` (with ``parameters``, the ``-p`` values,
     over it), running nothing but probe rounds.
 
@@ -70,32 +100,31 @@ def plan_notebooks(profile: str = "paper", only: str | None = None, *, probe: bo
     for the machine they were measured on: :mod:`fedlib.orchestration.timing`)."""
     notebooks, profiles, overrides, root = select_notebooks(profile, only, notebooks_dir, profiles_dir, device,
                                                             data_dir, results_dir, None, None, parameters=parameters)
-    return declared_plan(notebooks, profiles, overrides, probe, root=root)
+    return declared_plan(notebooks, profiles, overrides, probe, root=root, declarations=declarations)
 
 
 def declared_plan(notebooks: list[Path], profiles: dict, overrides: dict, probe: bool = True,
-                  root: Path = REPO_ROOT) -> "pd.DataFrame":
+                  root: Path = REPO_ROOT, declarations: Declarations | None = None) -> "pd.DataFrame":
     """The plan of ``notebooks`` (:func:`fedlib.paper.plan.plan_frame`) from the runs they declare
     under ``overrides``, in the results store they would read."""
     from fedlib.paper.plan import plan_frame  # torch: only when a plan is asked for
 
-    grids = declared_grids(notebooks, profiles, overrides)
+    grids = declared_grids(notebooks, profiles, overrides, declarations=declarations)
     results_dir = overrides.get("results_dir") or str(root / "results")  # the notebooks' default
     return plan_frame(grids, results_dir, probe, overrides.get("device", "auto"))
 
 
-def declared_grids(notebooks: list[Path], profiles: dict, overrides: dict,
-                   progress: bool = True) -> dict[str, list | None]:
-    """Notebook stem -> the runs it declares under its profile (None: a notebook without a grid)."""
+def declared_grids(notebooks: list[Path], profiles: dict, overrides: dict, progress: bool = True,
+                   declarations: Declarations | None = None) -> dict[str, list | None]:
+    """Notebook stem -> the runs it declares under its profile (None: a notebook without a grid),
+    from ``declarations`` (the call's :class:`Declarations`; a new one when None)."""
     from tqdm.auto import tqdm
 
-    from fedlib.paper.plan import declared_configs
-
+    declarations = declarations or Declarations()
     grids = {}
-    with fedlib_importable():
-        for notebook in tqdm(notebooks, desc="declaring runs", unit="notebook", disable=not progress):
-            parameters = {**(profiles[notebook.stem].get(overrides["profile"]) or {}), **overrides}
-            grids[notebook.stem] = declared_configs(notebook, parameters)
+    for notebook in tqdm(notebooks, desc="declaring runs", unit="notebook", disable=not progress):
+        parameters = {**(profiles[notebook.stem].get(overrides["profile"]) or {}), **overrides}
+        grids[notebook.stem] = declarations.configs(notebook, parameters)
     return grids
 
 

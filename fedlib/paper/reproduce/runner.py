@@ -11,9 +11,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Sequence
 
-from fedlib.errors import FedlibError
+from fedlib.errors import FedlibError, one_line
 from fedlib.folders import user_folder
-from fedlib.paper.reproduce.declared import declared_plan
+from fedlib.paper.reproduce.declared import Declarations, declared_plan
 from fedlib.paper.reproduce.kernel import QUIET_KERNEL, check_kernel, default_kernel, fedlib_importable, publishing_env
 from fedlib.paper.reproduce.output_index import index_outputs
 from fedlib.paper.reproduce.selection import (STANDARD_PROFILES, declared_parameters, find_notebooks, select_notebooks,
@@ -58,6 +58,7 @@ def run_notebooks(
     publish: bool = False,
     parameters: dict | None = None,
     report: Callable[[NotebookRun], None] | None = None,
+    declarations: Declarations | None = None,
 ) -> list[NotebookRun]:
     """Execute the selected notebooks in ``profile``; never stops at a failing notebook.
 
@@ -67,6 +68,8 @@ def run_notebooks(
     ``tables/`` (or the folders given) and records each file in their ``index.json``. Executed
     notebooks go to ``output/<profile>/``. With ``show_plan`` the plan of the notebooks
     (:mod:`fedlib.paper.plan`) is printed first; ``report`` is called with each finished run. Raises
+    ``declarations`` (the call's :class:`~fedlib.paper.reproduce.declared.Declarations`) holds the
+    runs the notebooks declare, asked once per notebook for the plan and render-only's skips. Raises
     :class:`FedlibError` for bad options (unknown profile, kernel or parameter, a pattern
     matching nothing, a committed folder without ``publish``).
     """
@@ -79,10 +82,11 @@ def run_notebooks(
     kernel = kernel or default_kernel()
     check_kernel(kernel)
     out_dir.mkdir(parents=True, exist_ok=True)
+    declarations = declarations or Declarations()
     if show_plan:
         from fedlib.paper.plan import format_plan
 
-        frame = declared_plan(notebooks, profiles, overrides, root=root)
+        frame = declared_plan(notebooks, profiles, overrides, root=root, declarations=declarations)
         print(format_plan(frame, profile, device or "auto"), flush=True)
     all_stems = [nb.stem for nb in find_notebooks(notebooks[0].parent)] if notebooks else []
     runs = []
@@ -92,7 +96,7 @@ def run_notebooks(
             started = time.time()
             lacking = profile not in profiles[notebook.stem] and profile not in STANDARD_PROFILES
             skip = (f"it has no {profile} profile (profiles/{notebook.stem}.yaml)" if lacking
-                    else render_skip_reason(notebook, entry, overrides, root))
+                    else render_skip_reason(notebook, entry, overrides, root, declarations))
             if skip:
                 runs.append(NotebookRun(notebook.stem, "skipped", 0.0, out_dir / notebook.name, skip))
             else:
@@ -134,24 +138,26 @@ def check_out_folder(out_dir: Path, notebooks_dir: Path) -> None:
                               "elsewhere (leave --out out for output/<profile>/)")
 
 
-def render_skip_reason(notebook: Path, entry: dict | None, overrides: dict, root: Path = REPO_ROOT) -> str | None:
+def render_skip_reason(notebook: Path, entry: dict | None, overrides: dict, root: Path = REPO_ROOT,
+                       declarations: Declarations | None = None) -> str | None:
     """Why render-only mode leaves ``notebook`` out (None: render it, and always outside that mode).
 
     A table notebook renders when a store holds at least one of its runs (the others read "not
     run"); a figure notebook (``*_fig*``) needs every run it declares; a notebook that trains
-    without a grid function (``getting_started``) has nothing to render from."""
+    without a grid function (``getting_started``) has nothing to render from. ``declarations``: the
+    call's :class:`~fedlib.paper.reproduce.declared.Declarations` (a new one when None)."""
     from fedlib import store
     from fedlib.engine.engine import render_only
     from fedlib.paper import grids
-    from fedlib.paper.plan import code_mentions, declared_configs
+    from fedlib.paper.plan import code_mentions
 
     if not render_only():
         return None
     if grids.grid_for(notebook.stem) is None:
         trains = code_mentions(notebook, "run_all(")
         return "render-only: it trains its own runs (no grid function)" if trains else None
-    with fedlib_importable():
-        configs = {cfg.hash(): cfg for cfg in declared_configs(notebook, {**(entry or {}), **overrides})}
+    declared = (declarations or Declarations()).configs(notebook, {**(entry or {}), **overrides})
+    configs = {cfg.hash(): cfg for cfg in declared}
     results_dir = overrides.get("results_dir") or str(root / "results")
     stored = sum(state.stored for state in store.run_states(configs.values(), results_dir).values())
     runs = f"{len(configs)} run{'s' if len(configs) != 1 else ''}"
@@ -225,9 +231,7 @@ def _check_parameters(notebook: Path, parameters: dict) -> None:
 def _describe(error: Exception) -> str:
     """One line naming what went wrong inside (or before) the notebook."""
     ename = getattr(error, "ename", None)  # papermill's execution error carries the cell's error
-    text = f"{ename}: {error.evalue}" if ename else f"{type(error).__name__}: {error}"
-    first_line = text.strip().splitlines()[0] if text.strip() else type(error).__name__
-    return first_line[:160]
+    return one_line(f"{ename}: {error.evalue}" if ename else error, 160)
 
 
 def format_run(run: NotebookRun, width: int) -> str:

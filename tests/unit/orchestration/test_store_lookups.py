@@ -161,3 +161,19 @@ def test_run_state_tells_the_four_states_apart(stores):
     assert [store.stored_record(c, states[c.hash()], work) for c in configs[3:]] == [None, None]
     assert store.stored_record(configs[1], states[configs[1].hash()], work).folder == work / configs[1].hash()
     assert store.stored_record(configs[0], states[configs[0].hash()], work).folder.parent.name == "reference"
+
+
+def test_the_executor_asks_the_store_once_per_config(stores, counted):
+    """execute looks each config up once (is_stored); the run it trains is not looked up again
+    by engine.run in the worker (train_one passes served=None)."""
+    from fedlib.orchestration import executor
+
+    configs, work = stores
+    new = tiny_config(rounds=1, seed=7)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        outcomes = executor.execute(configs + [new], executor="serial", results_dir=work, progress=False)
+    assert [o.status for o in outcomes] == [executor.STORED] * 3 + [executor.DONE]
+    for cfg in configs + [new]:  # before issue 46: the trained run was also asked by served_record
+        assert counted["is_stored", cfg.hash()] == 1
+        assert counted["served_record", cfg.hash()] == 0
