@@ -161,7 +161,8 @@ def test_two_executors_on_one_store_never_train_the_same_run_twice(tmp_path):
     for thread in threads:
         thread.start()
     for thread in threads:
-        thread.join(timeout=120)
+        thread.join(timeout=900)  # a guard against a hang, not a speed limit: a loaded machine took 130 s
+    assert not any(thread.is_alive() for thread in threads), "an executor still runs after 15 minutes"
     for index, cfg in enumerate(configs):
         statuses = sorted(outcomes[name][index].status for name in "ab")
         trained = statuses.count("done")
