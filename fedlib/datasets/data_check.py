@@ -27,9 +27,9 @@ COUNT_KEYS = ("train", "test", "train_per_class", "test_per_class")  # a fingerp
 
 def full_sizes(name: str, options: dict) -> tuple[int, int] | None:
     """(train, test) sizes of dataset ``name`` loaded in full with loader ``options``; None for a
-    dataset whose size is not fixed (``exact_sizes`` of its
-    :class:`~fedlib.datasets.catalogue.DatasetInfo` is False: LEAF's FEMNIST and Office-Caltech-10's domains vary with the build, digits with its
-    test_size option)."""
+    dataset whose size is not fixed (``exact_sizes`` False in its record,
+    :class:`~fedlib.datasets.catalogue.DatasetInfo`: LEAF's FEMNIST and Office-Caltech-10's domains
+    vary with the build, digits with its test_size option)."""
     info = CATALOGUE.get(name)
     if info is None or not info.exact_sizes:
         return None

@@ -185,9 +185,10 @@ def _load_imagefolder(name: str, source: _Source, options: dict) -> Dataset:
             f"{source.path}: train and test class folders differ "
             f"({sorted(set(train_dirs) ^ set(test_dirs))[:5]}); both splits need the same classes"
         )
-    info = CATALOGUE[name]
-    class_names, label_of = _class_order(list(train_dirs), info.classes)
-    channels = info.shape.channels  # 1 for the grey datasets (MNIST, Fashion-MNIST, FEMNIST)
+    info = CATALOGUE.get(name)
+    class_names, label_of = _class_order(list(train_dirs), info.classes if info is not None else None)
+    # 1 channel for the grey datasets (MNIST, Fashion-MNIST, FEMNIST), else colour
+    channels = info.shape.channels if info is not None else 3
     splits = []
     for dirs in (train_dirs, test_dirs):
         files = [(path, label_of[folder]) for folder, d in dirs.items() for path in _image_files(d)]
