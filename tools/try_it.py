@@ -39,7 +39,8 @@ PROMPTS: dict[str, tuple[list[str], list[tuple[str, str]]]] = {
         "draws? (At full scale it decides which seed scores best: see docs/results.md.)",
         "`classes_per_client = 5`: the quantity partition with half the classes per client. Which of the "
         "two panels now looks more skewed?",
-    ], [("fedlib/datasets/partition.py", "`_dirichlet` and `_quantity`, the two schemes drawn here")]),
+    ], [("fedlib/datasets/partition/dirichlet.py", "`split`, the Dirichlet scheme drawn here"),
+        ("fedlib/datasets/partition/quantity.py", "`split`, the quantity scheme drawn here")]),
     "fedvls_fig1_fig4_local_update": ([
         "`update_epochs = 1`: one local epoch instead of five. Predict the vacant classes' accuracy after "
         "it, for FedAvg and for FedVLS: does a single epoch already erase them?",
@@ -82,7 +83,7 @@ PROMPTS: dict[str, tuple[list[str], list[tuple[str, str]]]] = {
         "`quantity_split = \"official\"`: the authors' way of cutting a class between its holders. Does any "
         "number move by more than a point?",
         "`methods = [\"fedavg\", \"fedlc\", \"fedvls\"]`: is calibration alone (FedLC) enough here?",
-    ], [("fedlib/algorithms/fedvls.py", "`local_loss`"), ("fedlib/datasets/partition.py", "`_quantity`")]),
+    ], [("fedlib/algorithms/fedvls.py", "`local_loss`"), ("fedlib/datasets/partition/quantity.py", "`split`")]),
     "fedvls_table3_backbones": ([
         "`betas = [0.5, 0.05]`: does the backbone matter more under strong or mild skew?",
         "`local_epochs = 3`: does a deeper network drift more with more local steps?",

@@ -22,6 +22,7 @@ from typing import Any, Iterable
 from fedlib import store
 from fedlib.core.config import LOCATION_FIELDS, RunConfig, hash_with_unread_settings
 from fedlib.errors import FedlibError, one_line, one_of
+from fedlib.reporting.settings import partition_words
 
 # damaged: its files read but disagree (an edited config.json, a lost rounds.jsonl line, a broken
 # meta.json): what ``fedlib run`` refuses to serve; corrupt: its config.json or summary.json does not read
@@ -270,17 +271,11 @@ def when(seconds: float | None) -> str:
 
 
 def partition_label(cfg: RunConfig) -> str:
-    """The partition and its parameter: 'dirichlet(0.5)', 'shards(s=2)', 'quantity(s=2)'."""
-    if cfg.partition == "dirichlet":
-        return f"dirichlet({cfg.beta:g})"
-    if cfg.partition == "shards":
-        return f"shards(s={cfg.shards_per_client})"
-    if cfg.partition == "quantity":
-        official = ",official" if cfg.quantity_split == "official" else ""
-        return f"quantity(s={cfg.classes_per_client}{official})"
-    if cfg.partition == "pathological":
-        return f"pathological(c={cfg.classes_per_client})"
-    return cfg.partition
+    """The partition and its parameter: 'dirichlet(0.5)', 'shards(s=2)', 'quantity(s=2)' (the compact
+    :func:`fedlib.reporting.settings.partition_words`)."""
+    return partition_words(cfg.partition, beta=cfg.beta, shards_per_client=cfg.shards_per_client,
+                           classes_per_client=cfg.classes_per_client, quantity_split=cfg.quantity_split,
+                           compact=True)
 
 
 def non_default_settings(cfg: RunConfig, leave_out: Iterable[str] = ()) -> dict[str, Any]:

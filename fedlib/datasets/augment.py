@@ -30,7 +30,7 @@ from functools import lru_cache
 import torch
 
 from fedlib.datasets.autoaugment import CIFAR10_POLICY, apply_policy, op_magnitude  # noqa: F401 (re-exported)
-from fedlib.datasets.data import DATASETS
+from fedlib.datasets.catalogue import dataset_info
 from fedlib.errors import FedlibError, one_of
 
 
@@ -64,18 +64,14 @@ AUGMENTATIONS: dict[str, AugmentSpec] = {
     "reflect_crop_flip": AugmentSpec(crop_padding=4, hflip=True, padding_mode="reflect"),
 }
 
-_GREY_OR_TOY = {"mnist", "fashion_mnist", "femnist", "digits", "synthetic"}
 # The augmentation each paper's own code uses on colour images.
 _PAPER_AUGMENTATION = {
     "fedvls": "crop_flip_autoaugment", "feded": "crop_flip_autoaugment",
     "fedntd": "crop_flip_cutout", "fedlmd": "crop_flip_cutout",
     "pkd": "crop_flip", "fedcsd": "crop_flip",
 }
-# Datasets on which a paper's code departs from its usual colour pipeline.
-_PAPER_DATASET_AUGMENTATION = {
-    ("fedvls", "tinyimagenet"): "autoaugment", ("feded", "tinyimagenet"): "autoaugment",
-    ("fedntd", "cinic10"): "reflect_crop_flip", ("fedlmd", "cinic10"): "reflect_crop_flip",
-}
+# Datasets on which a paper's code departs from its usual colour pipeline: the dataset's record
+# (fedlib.datasets.catalogue.DatasetInfo.paper_augmentation).
 
 
 def augment_spec(name: str) -> AugmentSpec:
@@ -92,16 +88,13 @@ def default_augmentation(dataset: str, method_paper: str | None = None) -> str:
     colour-image pipeline, e.g. AutoAugment for FedVLS (alone on TinyImageNet) and Cutout for
     FedNTD/FedLMD (none on CINIC-10).
     """
-    if dataset not in DATASETS:
-        raise one_of("dataset", dataset, DATASETS)
+    info = dataset_info(dataset)
     paper = None if method_paper is None else method_paper.lower()
     if paper is not None and paper not in _PAPER_AUGMENTATION:
         raise one_of("method paper", method_paper, _PAPER_AUGMENTATION)
-    if dataset in _GREY_OR_TOY:
-        return "none"
-    if paper is None:
-        return "crop_flip"
-    return _PAPER_DATASET_AUGMENTATION.get((paper, dataset), _PAPER_AUGMENTATION[paper])
+    if info.augmentation == "none" or paper is None:
+        return info.augmentation
+    return info.paper_augmentation.get(paper, _PAPER_AUGMENTATION[paper])
 
 
 def prepare_batch(

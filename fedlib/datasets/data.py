@@ -48,42 +48,17 @@ from typing import Callable, Iterator
 import torch
 
 from fedlib.datasets.catalogue import (  # noqa: F401 - public names, importable from here
-    CIFAR10_CLASSES, DATASET_SHAPES, DATASETS, FASHION_MNIST_CLASSES, FEMNIST_CLASSES,
-    MNIST_CLASSES, OFFICE_DOMAINS, DatasetShape, _resolve_options, check_dataset_options, dataset_shape)
+    CATALOGUE, CIFAR10_CLASSES, DATASETS, FASHION_MNIST_CLASSES, FEMNIST_CLASSES, MNIST_CLASSES, OFFICE_DOMAINS,
+    DatasetInfo, DatasetShape, _resolve_options, check_dataset_options, dataset_info, dataset_shape)
 from fedlib.datasets.dataset import (  # noqa: F401
     HOLDOUT_FRACTION, POOLED_TRAIN_FRACTION, SPLITS, Dataset, apply_split, holdout, split_option, stratified_indices)
 from fedlib.datasets.generated import load_digits, make_synthetic, stand_in_dataset
 from fedlib.datasets.identity import identify
 from fedlib.datasets.loaders import (  # noqa: F401
     _LOADERS, _finish, _office_domains, _Source, channel_stats, read_images, resize_images)
-from fedlib.errors import FedlibError, one_of
+from fedlib.errors import FedlibError
 from fedlib.folders import env_folder
 
-# torchvision's native layout: dataset -> (folder under the data folder, a file that must exist)
-_TORCHVISION_LAYOUT = {
-    "mnist": ("MNIST/raw", "train-images-idx3-ubyte"),
-    "fashion_mnist": ("FashionMNIST/raw", "train-images-idx3-ubyte"),
-    "cifar10": ("cifar-10-batches-py", "data_batch_1"),
-    "cifar100": ("cifar-100-python", "train"),
-}
-# Folder names tried under the data folder, and the layouts each dataset may use there.
-_FOLDER_NAMES = {
-    "mnist": ("mnist", "MNIST", "mnist-png", "mnist-jpeg"),
-    "fashion_mnist": ("fashion_mnist", "fashion-mnist", "FashionMNIST", "fashionmnist"),
-    "cifar10": ("cifar10-jpeg", "cifar10", "CIFAR10", "cifar-10", "cifar10-png"),
-    "cifar100": ("cifar100-jpeg", "cifar100", "CIFAR100", "cifar-100", "cifar100-png"),
-    "tinyimagenet": ("tiny-imagenet-200", "tinyimagenet", "tiny-imagenet", "TinyImageNet",
-                     "tiny_imagenet"),
-    "cinic10": ("cinic10", "CINIC-10", "cinic-10", "CINIC10"),
-    "femnist": ("femnist", "FEMNIST", "femnist/data"),
-    "office_caltech10": ("office_caltech10", "office_caltech_10", "office-caltech-10",
-                         "Office-Caltech-10", "OfficeCaltech10", "office_caltech", "office-caltech"),
-}
-_FOLDER_LAYOUTS = {
-    "tinyimagenet": ("tinyimagenet", "imagefolder"),
-    "femnist": ("femnist",),
-    "office_caltech10": ("office",),
-}
 _CACHE_FORMAT = 2  # 2: entries keyed by the source files' sizes and times, holding the data's identity
 
 
@@ -103,8 +78,7 @@ def load_dataset(
     Office-Caltech-10 ``test_fraction``, ``split_seed``; digits ``image_size``, ``split_seed``,
     ``test_size``; synthetic: the arguments of :func:`make_synthetic`.
     """
-    if name not in DATASETS:
-        raise one_of("dataset", name, DATASETS)
+    dataset_info(name)  # a one-line error for an unknown name
     if _DECLARING.get() and _missing_message(name, data_dir, download) is not None:
         return _declared_stand_in(name, options)
     options = _resolve_options(name, options)
@@ -144,8 +118,7 @@ def missing_dataset_message(name: str, data_dir: str | os.PathLike | None = None
     what is missing, the folders searched and how to get it (the error ``load_dataset`` raises).
     Always ``None`` while :func:`declaring`."""
     if _DECLARING.get():
-        if name not in DATASETS:
-            raise one_of("dataset", name, DATASETS)
+        dataset_info(name)  # a one-line error for an unknown name
         return None
     return _missing_message(name, data_dir, download)
 
@@ -173,9 +146,7 @@ def _declared_stand_in(name: str, options: dict) -> Dataset:
 
 
 def _missing_message(name: str, data_dir: str | os.PathLike | None, download: bool) -> str | None:
-    if name not in DATASETS:
-        raise one_of("dataset", name, DATASETS)
-    if name in ("digits", "synthetic"):
+    if dataset_info(name).generated:
         return None
     try:
         _find_source(name, _data_root(data_dir, _cache_root(None)), _download_allowed(download))
@@ -214,43 +185,32 @@ def _download_allowed(download: bool) -> bool:
 
 
 def _find_source(name: str, data_root: Path, download: bool) -> _Source:
+    info = CATALOGUE[name]
     looked: list[Path] = []
-    if name in _TORCHVISION_LAYOUT:
-        folder, marker = _TORCHVISION_LAYOUT[name]
+    if info.torchvision is not None:
+        folder = info.torchvision.folder
         looked.append(data_root / folder)
-        if (data_root / folder / marker).is_file():
+        if (data_root / folder / info.torchvision.marker).is_file():
             return _Source("torchvision", data_root / folder, root=data_root)
-    for folder in _FOLDER_NAMES[name]:
+    for folder in info.folders:
         path = data_root / folder
         looked.append(path)
-        for layout in _FOLDER_LAYOUTS.get(name, ("imagefolder",)):
+        for layout in info.layouts:
             if _LAYOUT_CHECKS[layout](path):
                 return _Source(layout, path)
-    if download and name in _TORCHVISION_LAYOUT:
-        folder = _TORCHVISION_LAYOUT[name][0]
-        return _Source("torchvision", data_root / folder, root=data_root, download=True)
-    raise _missing_error(name, looked, data_root)
+    if download and info.torchvision is not None:
+        return _Source("torchvision", data_root / info.torchvision.folder, root=data_root, download=True)
+    raise _missing_error(info, looked, data_root)
 
 
-# How to get a dataset that torchvision cannot download (the end of the "not found" message).
-_HOW_TO_GET = {
-    "femnist": "build it with LEAF (github.com/TalwalkarLab/leaf, data/femnist/preprocess.sh) and "
-               "put its train/ and test/ json folders in {data}/femnist/",
-    "office_caltech10": "unpack Office-Caltech-10 (Gong et al., CVPR 2012) "
-                        "as {data}/office_caltech10/<domain>/<class>/*.jpg, domains amazon, caltech, "
-                        "dslr, webcam",
-    "tinyimagenet": "unpack tiny-imagenet-200.zip (cs231n.stanford.edu/tiny-imagenet-200.zip) in {data}/",
-    "cinic10": "unpack CINIC-10 (github.com/BayesWatch/cinic-10) as {data}/cinic10/{{train,test}}/<class>/",
-}
-
-
-def _missing_error(name: str, looked: list[Path], data_root: Path) -> FedlibError:
+def _missing_error(info: DatasetInfo, looked: list[Path], data_root: Path) -> FedlibError:
+    name = info.name
     paths = ", ".join(str(p) for p in looked)
-    if name in _TORCHVISION_LAYOUT:
+    if info.torchvision is not None:
         remedy = ("in torchvision or ImageFolder layout, or allow download "
                   "(download=True or FEDLIB_DOWNLOAD=1)")
     else:
-        remedy = f"(it cannot be downloaded automatically): {_HOW_TO_GET[name].format(data=data_root)}"
+        remedy = f"(it cannot be downloaded automatically): {info.how_to_get.format(data=data_root)}"
     return FedlibError(
         f"dataset {name!r} not found; looked in: {paths}; set FEDLIB_DATA (or --data) to a "
         f"folder holding it {remedy}"

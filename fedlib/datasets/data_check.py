@@ -23,21 +23,22 @@ from typing import Callable
 import numpy as np
 import torch
 
-from fedlib.datasets.data import (DATASET_SHAPES, HOLDOUT_FRACTION, POOLED_TRAIN_FRACTION, Dataset, dataset_shape,
-                                  fingerprint_file, split_option)
+from fedlib.datasets.catalogue import CATALOGUE, dataset_shape
+from fedlib.datasets.data import fingerprint_file
+from fedlib.datasets.dataset import HOLDOUT_FRACTION, POOLED_TRAIN_FRACTION, Dataset, split_option
 from fedlib.errors import FedlibError
 
-# datasets whose published split sizes are exact (the others vary with the build: LEAF's FEMNIST,
-# Office-Caltech-10's domains; digits changes with its test_size option)
-EXACT_SIZES = ("mnist", "fashion_mnist", "cifar10", "cifar100", "cinic10", "tinyimagenet", "synthetic")
 DIGEST_IMAGES = 1024  # images per split the digest reads, evenly spread over the split
 COUNT_KEYS = ("train", "test", "train_per_class", "test_per_class")  # a fingerprint's counts (its digest aside)
 
 
 def full_sizes(name: str, options: dict) -> tuple[int, int] | None:
     """(train, test) sizes of dataset ``name`` loaded in full with loader ``options``; None for a
-    dataset whose size is not fixed."""
-    if name not in EXACT_SIZES or name not in DATASET_SHAPES:
+    dataset whose size is not fixed (``exact_sizes`` False in its record,
+    :class:`~fedlib.datasets.catalogue.DatasetInfo`: LEAF's FEMNIST and Office-Caltech-10's domains
+    vary with the build, digits with its test_size option)."""
+    info = CATALOGUE.get(name)
+    if info is None or not info.exact_sizes:
         return None
     shape = dataset_shape(name, **options)
     return shape.train_size, shape.test_size

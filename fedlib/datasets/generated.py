@@ -9,7 +9,7 @@ from dataclasses import replace
 import numpy as np
 import torch
 
-from fedlib.datasets.catalogue import _CANONICAL_CLASSES, MNIST_CLASSES, _check_image_size, dataset_shape
+from fedlib.datasets.catalogue import CATALOGUE, MNIST_CLASSES, _check_image_size, dataset_shape
 from fedlib.datasets.dataset import Dataset
 from fedlib.datasets.loaders import _finish, _labels
 from fedlib.errors import FedlibError
@@ -103,5 +103,6 @@ def stand_in_dataset(name: str, num_train: int, num_test: int, seed: int = 0, gr
 
 
 def _stand_in_class_names(name: str, classes: int) -> list[str]:
-    known = _CANONICAL_CLASSES.get(name, [])
+    info = CATALOGUE.get(name)
+    known = info.classes if info is not None and info.classes is not None else []
     return list(known[:classes]) if len(known) >= classes else [f"class_{i}" for i in range(classes)]

@@ -13,7 +13,7 @@ from typing import Callable
 import numpy as np
 import torch
 
-from fedlib.datasets.catalogue import _CANONICAL_CLASSES, _GREY, _STANDARD_STATS, FEMNIST_CLASSES, OFFICE_DOMAINS
+from fedlib.datasets.catalogue import CATALOGUE, FEMNIST_CLASSES, OFFICE_DOMAINS
 from fedlib.datasets.dataset import Dataset
 from fedlib.errors import FedlibError
 
@@ -40,8 +40,9 @@ def _finish(dataset: Dataset, image_size: int | None) -> Dataset:
             test_x=resize_images(dataset.test_x, image_size),
         )
     # The published constants describe the native resolution; resized images get their own.
-    if dataset.name in _STANDARD_STATS and image_size is None:
-        mean, std = _STANDARD_STATS[dataset.name]
+    info = CATALOGUE.get(dataset.name)
+    if info is not None and info.stats is not None and image_size is None:
+        mean, std = info.stats
     else:
         mean, std = channel_stats(dataset.train_x)
     return replace(dataset, mean=mean, std=std)
@@ -85,8 +86,8 @@ def _labels(values) -> torch.Tensor:
 def _load_torchvision(name: str, source: _Source, options: dict) -> Dataset:
     import torchvision.datasets as tvd
 
-    dataset_class = {"mnist": tvd.MNIST, "fashion_mnist": tvd.FashionMNIST,
-                     "cifar10": tvd.CIFAR10, "cifar100": tvd.CIFAR100}[name]
+    info = CATALOGUE[name]
+    dataset_class = getattr(tvd, info.torchvision.reader)
     try:
         train = dataset_class(str(source.root), train=True, download=source.download)
         test = dataset_class(str(source.root), train=False, download=source.download)
@@ -101,7 +102,7 @@ def _load_torchvision(name: str, source: _Source, options: dict) -> Dataset:
         name=name,
         train_x=_as_nchw(train.data), train_y=_labels(train.targets),
         test_x=_as_nchw(test.data), test_y=_labels(test.targets),
-        class_names=list(_CANONICAL_CLASSES.get(name, train.classes)),
+        class_names=list(info.classes if info.classes is not None else train.classes),
         mean=(), std=(), source=str(source.path),
     )
 
@@ -184,8 +185,10 @@ def _load_imagefolder(name: str, source: _Source, options: dict) -> Dataset:
             f"{source.path}: train and test class folders differ "
             f"({sorted(set(train_dirs) ^ set(test_dirs))[:5]}); both splits need the same classes"
         )
-    class_names, label_of = _class_order(list(train_dirs), _CANONICAL_CLASSES.get(name))
-    channels = 1 if name in _GREY else 3
+    info = CATALOGUE.get(name)
+    class_names, label_of = _class_order(list(train_dirs), info.classes if info is not None else None)
+    # 1 channel for the grey datasets (MNIST, Fashion-MNIST, FEMNIST), else colour
+    channels = info.shape.channels if info is not None else 3
     splits = []
     for dirs in (train_dirs, test_dirs):
         files = [(path, label_of[folder]) for folder, d in dirs.items() for path in _image_files(d)]

@@ -11,7 +11,7 @@ Declaring does not need the data: grids skip their runs when ``data.missing_data
 names a missing dataset, and size some grids from the data (every FEMNIST writer a client), so
 they are declared inside :func:`fedlib.datasets.data.declaring`: that check reports every dataset
 present and ``data.load_dataset`` serves a stand-in of the missing dataset's published shape
-(:data:`fedlib.datasets.data.DATASET_SHAPES`). The plan then says which runs cannot run here, and why.
+(:data:`fedlib.datasets.catalogue.CATALOGUE`). The plan then says which runs cannot run here, and why.
 """
 
 from __future__ import annotations

@@ -5,6 +5,6 @@ and saved tables (:mod:`.report`), our numbers in the papers' layout beside thei
 (:mod:`.tables`, keyed by the setting labels of :mod:`.settings`, PKD's cost in U from
 :mod:`.cost_units`, the papers' numbers from ``paper_results/`` read by :mod:`.paper_numbers`), whether each of the paper's claims holds in our numbers
 (:mod:`.claims`, reading two methods' seeds through the bootstrap interval of :mod:`.intervals`)
-and the figure style (:mod:`.plots`). It may import orchestration and
+the figure style (:mod:`.plots`) and a partition drawn (:mod:`.partition_plot`). It may import orchestration and
 everything below it, never the paper layer or the command line.
 """

@@ -26,6 +26,7 @@ import pandas as pd
 
 from fedlib.errors import FedlibError
 from fedlib.reporting.notebook import shown_path
+from fedlib.reporting.settings import PARTITION_NAMES, partition_words
 
 PALETTE = "colorblind"
 # One colour per method in a figure of several methods: hues told apart at a glance (no two
@@ -54,9 +55,7 @@ DISPLAY_NAMES: dict[str, str] = {
     "fedconcat": "FedConcat", "fedcodl": "FedCoDL", "fedavg_kd": "FedAvg + KD",
     "feature_kd": "feature KD", "fedavg_feature_kd": "FedAvg + feature KD", "focal": "focal loss",
     "focal_loss": "focal loss", "label_smoothing": "label smoothing",
-    # partitions
-    "iid": "IID", "dirichlet": "Dirichlet", "shards": "shards", "quantity": "quantity skew",
-    "pathological": "pathological", "balanced": "balanced", "natural": "natural (by writer or domain)",
+    **PARTITION_NAMES,
     # augmentation presets
     "crop_flip": "crop + flip", "crop_flip_cutout": "crop + flip + Cutout", "reflect_crop_flip": "reflect crop + flip",
     "crop_flip_autoaugment": "crop + flip + AutoAugment", "autoaugment": "AutoAugment",
@@ -79,14 +78,10 @@ def display_names(*identifiers, sep: str = ", ") -> str:
 
 
 def partition_label(cfg) -> str:
-    """A run's label partition in words: ``Dir(β=0.5)``, ``quantity skew, 2 classes per client``, ``IID``."""
-    if cfg.partition == "dirichlet":
-        return f"Dir(β={cfg.beta:g})"
-    if cfg.partition in ("quantity", "pathological"):
-        return f"{display_name(cfg.partition)}, {cfg.classes_per_client} classes per client"
-    if cfg.partition == "shards":
-        return f"shards, {cfg.shards_per_client} per client"
-    return display_name(cfg.partition)
+    """A run's label partition in words: ``Dir(β=0.5)``, ``quantity skew, 2 classes per client``, ``IID``
+    (:func:`fedlib.reporting.settings.partition_words`)."""
+    return partition_words(cfg.partition, beta=cfg.beta, shards_per_client=cfg.shards_per_client,
+                           classes_per_client=cfg.classes_per_client)
 
 
 # ---------------------------------------------------------------- provenance stamp

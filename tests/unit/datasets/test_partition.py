@@ -1,16 +1,11 @@
-"""Tests for fedlib.datasets.partition: invariants of every scheme, paper layouts, errors, plots."""
+"""Tests for fedlib.datasets.partition: invariants of every scheme, paper layouts, errors."""
 
-import time
 
-import matplotlib
 import numpy as np
 import pytest
 
 from fedlib.errors import FedlibError
-from fedlib.datasets.partition import (PARTITIONS, Partition, make_partition, plot_partition,
-                              quantity_holders)
-
-matplotlib.use("Agg")
+from fedlib.datasets.partition import PARTITIONS, Partition, make_partition, quantity_holders
 
 
 def balanced_labels(num_classes=10, per_class=600, seed=0):
@@ -80,14 +75,19 @@ def test_dirichlet_respects_min_size_and_records_params():
     assert (partition.counts == 0).any()
 
 
-def test_dirichlet_extreme_setting_fails_fast_with_clean_error():
+def test_dirichlet_extreme_setting_fails_fast_with_clean_error(monkeypatch):
     # beta=0.01 puts each of the 10 classes on ~1-2 of 100 clients: min_size 10 is
-    # unreachable, so the scheme must give up within max_retries with a one-line error.
+    # unreachable, so the scheme must give up after max_retries draws with a one-line error
+    # (counted, not timed: speed is for the benchmarks).
+    from fedlib.datasets.partition import dirichlet
+
+    draws = []
+    counts = dirichlet._dirichlet_counts
+    monkeypatch.setattr(dirichlet, "_dirichlet_counts", lambda *args: draws.append(1) or counts(*args))
     labels = balanced_labels(per_class=6000)
-    start = time.perf_counter()
     with pytest.raises(FedlibError) as caught:
-        make_partition("dirichlet", labels, 100, 10, seed=0, beta=0.01)
-    assert time.perf_counter() - start < 4.0
+        make_partition("dirichlet", labels, 100, 10, seed=0, beta=0.01, max_retries=50)
+    assert len(draws) == 50
     message = str(caught.value)
     assert "\n" not in message and "beta=0.01" in message and "100 clients" in message
 
@@ -265,35 +265,3 @@ def test_unknown_scheme_lists_valid_ones():
     with pytest.raises(FedlibError, match="dirichlet"):
         make_partition("dirichlett", balanced_labels(), 10, 10, seed=0)
     assert len(PARTITIONS) == 7
-
-
-@pytest.mark.parametrize("kind", ["bubble", "heatmap"])
-def test_plot_returns_axes_with_class_names(kind):
-    import matplotlib.pyplot as plt
-
-    partition = make_partition("quantity", balanced_labels(per_class=50), 10, 10, seed=0)
-    names = [f"class{c}" for c in range(10)]
-    ax = plot_partition(partition, class_names=names, kind=kind, title="s=2", annotate=True)
-    assert isinstance(ax, matplotlib.axes.Axes)
-    assert [t.get_text() for t in ax.get_yticklabels()] == names
-    assert ax.get_title() == "s=2"
-    plt.close(ax.figure)
-
-
-def test_plot_bubble_areas_follow_counts():
-    import matplotlib.pyplot as plt
-
-    counts = np.array([[10, 0], [0, 40]])
-    ax = plot_partition(counts)
-    areas = ax.collections[0].get_sizes()
-    assert len(areas) == 2 and areas[1] == pytest.approx(4 * areas[0])
-    plt.close(ax.figure)
-
-
-def test_plot_rejects_bad_input():
-    with pytest.raises(FedlibError):
-        plot_partition(np.ones(3))
-    with pytest.raises(FedlibError):
-        plot_partition(np.ones((2, 3)), kind="pie")
-    with pytest.raises(FedlibError):
-        plot_partition(np.ones((2, 3)), class_names=["a"])
