@@ -115,19 +115,22 @@ def run_round(server: ServerState, algorithm: Algorithm, hooks: Sequence[Observe
 # ====================================================================== the run
 @dataclass
 class RunResult:
-    """A finished run: its config, per-round metrics and summary (and the store folder)."""
+    """A finished run: its config, per-round metrics and summary (and the store folder), and how
+    this call got it (``origin``): ``"trained"`` from round 0, ``"resumed"`` from a checkpoint,
+    ``"served"`` from a store as it was stored, or ``"not run"`` (a placeholder while rendering only)."""
 
     config: RunConfig
     rounds: list[dict]
     summary: dict
     folder: Any = None
+    origin: str = "trained"
 
     @classmethod
     def not_run(cls, config: RunConfig) -> "RunResult":
         """A placeholder for a config no store holds while rendering only: no rounds, NaN numbers."""
         nan = float("nan")
         return cls(config, [], {"not_run": True, "final_accuracy": nan, "best_accuracy": nan, "best_round": None,
-                                "class_accuracy": [], "class_names": []})
+                                "class_accuracy": [], "class_names": []}, origin="not run")
 
     @property
     def diverged(self) -> bool:
@@ -354,23 +357,8 @@ def run(cfg: RunConfig, *, hooks: Sequence[Observer] = (), progress: bool = True
     with record.claim() as claim:
         if record.complete and not hooks:  # finished by the previous holder while we waited
             return _served(cfg, store.served_record(cfg, results_dir) or record, progress)
-        _count_training()
         with determinism.restored(), determinism.explained():
             return _train(cfg, record, claim, hooks, progress, stop_after)
-
-
-_STORED_TRAININGS = 0  # runs this process trained (from round 0 or resumed) into a results store
-
-
-def stored_trainings() -> int:
-    """How many runs this process has trained into a results store, fresh or resumed (a run the
-    store served does not count): the executor tells a trained run from a served one by it."""
-    return _STORED_TRAININGS
-
-
-def _count_training() -> None:
-    global _STORED_TRAININGS
-    _STORED_TRAININGS += 1
 
 
 class NotRun(FedlibError):
@@ -401,6 +389,7 @@ def _train(cfg: RunConfig, record: store.RunRecord | None, claim, hooks: Sequenc
     """Train from round 0 or from the record's last checkpoint, and store the summary."""
     server, algorithm = prepare(cfg, source)
     rounds, seconds = ([], 0.0) if record is None else _restore(record, server)
+    origin = "resumed" if server.round > 0 else "trained"
     if record is not None and server.round > 0:
         _say(_resume_message(cfg, server.round, record.folder), progress)
     if record is not None:
@@ -411,7 +400,7 @@ def _train(cfg: RunConfig, record: store.RunRecord | None, claim, hooks: Sequenc
     with _progress_bar(cfg, server.round, progress) as bar:  # closed (its line cleared) on Ctrl-C too
         while server.round < cfg.rounds and not diverged:
             if stop_after is not None and server.round >= stop_after:
-                return RunResult(cfg, rounds, {}, record.folder if record else None)
+                return RunResult(cfg, rounds, {}, record.folder if record else None, origin)
             started = time.perf_counter()
             metrics = run_round(server, algorithm, list(hooks))
             finite = _all_finite(server.model)
@@ -437,7 +426,7 @@ def _train(cfg: RunConfig, record: store.RunRecord | None, claim, hooks: Sequenc
     summary["diverged"] = diverged
     if record is not None:
         _store_finished(record, claim, server, rounds, summary)
-    return RunResult(cfg, rounds, summary, record.folder if record else None)
+    return RunResult(cfg, rounds, summary, record.folder if record else None, origin)
 
 
 def _store_finished(record: store.RunRecord, claim, server: ServerState, rounds: list[dict], summary: dict) -> None:
@@ -526,7 +515,7 @@ def _stored_result(cfg: RunConfig, record: store.RunRecord) -> RunResult:
     check_served_data(cfg, record)
     if summary.get("diverged"):
         _warn_diverged(cfg, len(rounds) - 1, stored=True)
-    return RunResult(cfg, rounds, summary, record.folder)
+    return RunResult(cfg, rounds, summary, record.folder, origin="served")
 
 
 def _check_consistent(record: store.RunRecord, server: ServerState, rounds: list[dict], cfg: RunConfig) -> None:

@@ -25,11 +25,9 @@ def train_one(config: dict, threads: int) -> dict:
     ``worker``, ``notes`` (the run's provenance warnings: a resume with other arithmetic or code,
     for one). The executor asked the store about the run before handing it out, so the store is
     not asked again here (a run another process stores meanwhile is found under its claim)."""
-    from fedlib.engine import engine
-
     resources.set_thread_budget(threads=threads)
     worker, notes = f"{socket.gethostname()}:{os.getpid()}", []
-    started, before = time.perf_counter(), engine.stored_trainings()
+    started = time.perf_counter()
     try:
         result = _run_noting(RunConfig.from_dict(config), notes)
     except store.ClaimedError as exc:
@@ -37,7 +35,7 @@ def train_one(config: dict, threads: int) -> dict:
     except Exception as exc:  # noqa: BLE001 - any failure is this run's, reported at the end
         return {"status": FAILED, "error": one_line(exc), "worker": worker, "notes": notes,
                 "seconds": time.perf_counter() - started}
-    if engine.stored_trainings() == before:
+    if result.origin == "served":  # another process stored it while this one waited for its claim
         status = ELSEWHERE
     else:
         status = DIVERGED if result.summary.get("diverged") else DONE

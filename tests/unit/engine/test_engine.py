@@ -173,3 +173,13 @@ def test_the_cpus_small_evaluation_batches_predict_as_the_batches_of_1000_do(mon
     large = engine.evaluate(server.model, server.data)
     assert small["class_accuracy"] == large["class_accuracy"] and small["accuracy"] == large["accuracy"]
     assert small["loss"] == pytest.approx(large["loss"], rel=1e-6)
+
+
+def test_a_result_says_whether_it_was_trained_resumed_or_served(tmp_path):
+    cfg = tiny_config(rounds=3)
+    assert engine.run(cfg, results_dir=tmp_path / "a", progress=False, stop_after=1).origin == "trained"
+    assert engine.run(cfg, results_dir=tmp_path / "a", progress=False).origin == "resumed"
+    assert engine.run(cfg, results_dir=tmp_path / "a", progress=False).origin == "served"
+    assert engine.run(cfg, results_dir=tmp_path / "b", progress=False).origin == "trained"
+    assert engine.run(cfg, use_store=False, progress=False).origin == "trained"
+    assert engine.RunResult.not_run(cfg).origin == "not run"
