@@ -71,11 +71,12 @@ def _profile_notes(path: Path) -> dict[str, str]:
 
 @functools.cache
 def _dataset_names() -> tuple[str, ...]:
-    """fedlib.datasets.catalogue.DATASETS, read once from its source (the listing imports no torch)."""
+    """fedlib.datasets.catalogue.DATASETS, read once from its source (the listing imports no torch):
+    the name each ``DatasetInfo(...)`` record of the catalogue opens with, in their order."""
     tree = ast.parse((Path(__file__).parents[2] / "datasets" / "catalogue.py").read_text(encoding="utf-8"))
-    assignment = next(node for node in tree.body if isinstance(node, ast.Assign)
-                      and any(getattr(t, "id", None) == "DATASETS" for t in node.targets))
-    return tuple(ast.literal_eval(assignment.value))
+    records = [node for node in ast.walk(tree) if isinstance(node, ast.Call)
+               and getattr(node.func, "id", None) == "DatasetInfo"]
+    return tuple(ast.literal_eval(node.args[0]) for node in sorted(records, key=lambda n: (n.lineno, n.col_offset)))
 
 
 PER_DATASET_GRIDS = ("betas",)  # parameters whose keys are the datasets a notebook trains: {cifar100: [0.5], ...}

@@ -212,6 +212,15 @@ def test_list_prints_title_data_and_cost_without_running(repo: Path, capsys):
     assert not (repo / "output").exists()
 
 
+def test_the_listing_reads_the_catalogues_dataset_names_from_its_source():
+    """--list imports no torch, so it reads the dataset names from catalogue.py's source: they must
+    be the catalogue's, in its order (a record written another way would drop out silently)."""
+    from fedlib.datasets.catalogue import DATASETS
+    from fedlib.paper.reproduce.notebook_listing import _dataset_names
+
+    assert _dataset_names() == DATASETS
+
+
 def test_list_reads_every_real_notebook_without_torch():
     import subprocess
     import sys
