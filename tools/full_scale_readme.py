@@ -42,6 +42,7 @@ from fedlib.reporting.intervals import BEATS, TRAILS, Difference, seed_mean  # n
 from fedlib.reporting.notebook import load_profiles  # noqa: E402
 from fedlib.reporting.paper_numbers import RESULTS_DIR, parse_setting  # noqa: E402
 from fedlib.reporting.plots import display_name  # noqa: E402
+from fedlib.reporting.settings import setting_words  # noqa: E402
 from fedlib.reporting.tables import DIVERGED, NOT_RUN, setting_label  # noqa: E402
 from fedlib.store import RunRecord  # noqa: E402
 
@@ -80,7 +81,7 @@ class Cell:
     """One cell of a paper table: the paper's number and ours (PKD: the Min), with the seeds behind ours."""
 
     method: str
-    column: str  # the paper's column, e.g. "Dir(0.05)" or "MNIST, 10 clients"
+    column: str  # the paper's column, e.g. "Dir(β=0.05)" or "MNIST, 10 clients"
     paper: float
     paper_std: float | None
     ours: float | None
@@ -242,8 +243,7 @@ def fedvls_cells() -> list[Cell]:
         ours, ours_std = _number(row.ours), _number(row.ours_std)
         check_cell(f"fedvls_table1_vs_paper.csv, {row.method} {row.setting}", ours, ours_std,
                    [100 * s["best_accuracy"] for s in kept], FEDVLS_NOTEBOOK, len(summaries) - len(kept))
-        beta = parse_setting(row.setting)["beta"]
-        cell = Cell(row.method, f"Dir({beta})", float(row.paper), _number(row.paper_std), ours, ours_std,
+        cell = Cell(row.method, setting_words(row.setting), float(row.paper), _number(row.paper_std), ours, ours_std,
                     tuple(s["seed"] for s in kept), tuple(s["seed"] for s in summaries if s.get("diverged")),
                     values=tuple(100 * s["best_accuracy"] for s in kept))
         cell.paper_text = _mean_std(cell.paper, cell.paper_std)
@@ -428,7 +428,7 @@ def fedlmd_cells() -> list[Cell]:
         ours, ours_std = _number(row.ours), _number(row.ours_std)
         check_cell(f"fedlmd_table3_vs_paper.csv, {row.method} {row.dataset} {row.setting}", ours, ours_std,
                    [100 * s["best_accuracy"] for s in kept], FEDLMD_NOTEBOOK, len(summaries) - len(kept))
-        column = f"{display_name(row.dataset)}, {_partition_text(row.setting)}"
+        column = f"{display_name(row.dataset)}, {setting_words(row.setting)}"
         cell = Cell(row.method, column, _number(row.paper), _number(row.paper_std), ours, ours_std,
                     tuple(s["seed"] for s in kept), tuple(s["seed"] for s in summaries if s.get("diverged")),
                     values=tuple(100 * s["best_accuracy"] for s in kept))
@@ -443,12 +443,6 @@ def fedlmd_cells() -> list[Cell]:
     return sorted(cells, key=_column_order(cells))
 
 
-def _partition_text(setting: str) -> str:
-    """'shards s=2' or 'Dir(0.1)' from a table setting ('partition=shards;s=2', 'partition=dirichlet;beta=0.1')."""
-    fields = parse_setting(setting)
-    return f"Dir({fields['beta']})" if fields.get("partition") == "dirichlet" else f"shards s={fields.get('s')}"
-
-
 def _speedup_text(value) -> str:
     return "" if value is None or pd.isna(value) else f" ({float(value):.2f}x)"
 
@@ -458,7 +452,7 @@ def fedlmd_block() -> str:
     cells = fedlmd_cells()
     paper = pd.read_csv(RESULTS_DIR / "fedlmd_table3.csv")
     paper = paper[~paper["setting"].str.contains("metric=")]
-    columns = {f"{display_name(d)}, {_partition_text(s)}" for d, s in zip(paper["dataset"], paper["setting"])}
+    columns = {f"{display_name(d)}, {setting_words(s)}" for d, s in zip(paper["dataset"], paper["setting"])}
     missing = sorted(columns - {c.column for c in cells})
     lines = ["Verdicts as for FedVLS above, on the best test accuracy over rounds; beside it in brackets the speedup "
              "(rounds FedAvg needs for its best accuracy / rounds the method needs to reach it). The paper gives no std.",

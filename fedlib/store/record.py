@@ -23,7 +23,7 @@ from typing import Any, Iterator
 import torch
 
 from fedlib.core.config import RunConfig
-from fedlib.errors import FedlibError
+from fedlib.errors import FedlibError, one_line
 from fedlib.store.claim import CLAIM_FILE, Claim, is_live_claim
 from fedlib.store.client_tables import (client_bundles, join_client_tables, same_fingerprint, split_client_tables,
                                              state_fingerprint)
@@ -50,7 +50,7 @@ def _load(path: Path, device: str | torch.device, checkpoint: Path) -> Any:
     try:
         return torch.load(path, map_location=device, weights_only=True)
     except (pickle.UnpicklingError, RuntimeError, EOFError, ValueError, OSError) as exc:
-        reason = str(exc).strip().splitlines()[0][:160] if str(exc).strip() else type(exc).__name__
+        reason = one_line(exc, 160, kind=False)
         where = "" if path == checkpoint else f" in {path.parent.name}/{path.name}"
         raise FedlibError(f"checkpoint {checkpoint} cannot be loaded safely ({reason}{where}); delete it to "
                           "restart this run from round 0") from None

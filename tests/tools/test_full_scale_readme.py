@@ -98,8 +98,8 @@ def test_a_cell_of_several_seeds_shows_mean_std_and_its_seed_count(tmp_path, mon
     frame = pd.read_csv(tables / "fedvls_table1_vs_paper.csv")
     run_cells = int(frame.loc[frame["dataset"] == "mnist", "ours"].notna().sum())
     block = fsr.fedvls_block()
-    assert "| FedAvg Dir(0.05) | 94.77 ± 0.44 | 95.10 ± 0.16 (3 seeds) | +0.33 | reproduced |" in block
-    assert "| FedProx Dir(0.05) | 94.95 ± 0.24 | 94.50 ± 0.50 (2 seeds) |" in block
+    assert "| FedAvg Dir(β=0.05) | 94.77 ± 0.44 | 95.10 ± 0.16 (3 seeds) | +0.33 | reproduced |" in block
+    assert "| FedProx Dir(β=0.05) | 94.95 ± 0.24 | 94.50 ± 0.50 (2 seeds) |" in block
     assert "Ours mixes seed counts" in block
     single = re.search(r"(\d+) cells? one run \(seed 0\)", block)
     several = re.search(r"(\d+) cells? the mean ± population std over 3 seeds \(0, 1, 2\)", block)
@@ -222,9 +222,9 @@ def test_a_cell_with_a_diverged_seed_shows_no_number_and_says_diverged(tmp_path,
     _diverge(tmp_path, monkeypatch, fsr.FEDVLS_NOTEBOOK, FEDAVG_005, seed=2)
     block = fsr.fedvls_block()
     rows = _rows(block)
-    assert rows["FedAvg Dir(0.05)"] == "| FedAvg Dir(0.05) | 94.77 ± 0.44 | diverged (seed 2) |  | diverged (1 of 3 seeds) |"
-    assert rows["FedProx Dir(0.05)"].endswith(f"| {fsr.REPRODUCED} |")  # within the tolerance: no FedAvg needed
-    assert rows["FedLC Dir(0.05)"].endswith(f"| {fsr.FEDAVG_DIVERGED} |")  # its ordering needs FedAvg's number
+    assert rows["FedAvg Dir(β=0.05)"] == "| FedAvg Dir(β=0.05) | 94.77 ± 0.44 | diverged (seed 2) |  | diverged (1 of 3 seeds) |"
+    assert rows["FedProx Dir(β=0.05)"].endswith(f"| {fsr.REPRODUCED} |")  # within the tolerance: no FedAvg needed
+    assert rows["FedLC Dir(β=0.05)"].endswith(f"| {fsr.FEDAVG_DIVERGED} |")  # its ordering needs FedAvg's number
     diverged = already + 1
     assert f"{diverged} cell{'s' * (diverged > 1)} with a diverged seed show{'s' * (diverged == 1)} no number." in block
     assert "over 3 seeds" in block  # FedVLS Dir(0.05) still has its three seeds
@@ -259,8 +259,8 @@ def test_fedlmd_table3_judges_accuracy_shows_speedup_and_leaves_a_method_the_pap
     assert cells["fedlmd_tf"].paper is None and cells["fedlmd_tf"].verdict == fsr.NOT_IN_PAPER
     assert cells["fedavg"].verdict in (fsr.REPRODUCED, fsr.NOT_REPRODUCED)  # FedAvg has no ordering to keep
     assert re.search(r"\(\d+\.\d\dx\)$", cells["fedlmd"].ours_text)  # the speedup beside the accuracy
-    assert fsr._partition_text("partition=shards;s=2") == "shards s=2"
-    assert fsr._partition_text("partition=dirichlet;beta=0.1") == "Dir(0.1)"
+    # the columns name their partition in the reporting layer's words, the one place a setting is written
+    assert {c.column.split(", ", 1)[1] for c in cells.values()} <= {"shards, s=2", "Dir(β=0.05)"}
 
 
 def test_the_fedlmd_block_lists_only_the_cells_run_and_names_the_others_in_the_not_run_line():

@@ -151,12 +151,11 @@ def _no_image_reads(monkeypatch):
     monkeypatch.setattr(data, "load_dataset", refuse)
 
 
-def test_serving_a_stored_run_reads_no_image_once_its_datas_fingerprint_is_kept(tmp_path, private_cache, monkeypatch):
+def test_serving_a_stored_run_reads_no_image_once_training_kept_its_datas_fingerprint(tmp_path, private_cache, monkeypatch):
     # issue 46: serving stored metrics loaded the whole data set to fingerprint it, in every process
     cfg = RunConfig(**CIFAR_RUN, max_train_samples=200, max_test_samples=50,
                     data_dir=str(cifar_folder(tmp_path / "a", train_per_class=30)))
-    first = quiet_run(cfg, tmp_path / "results")
-    quiet_run(cfg, tmp_path / "results")  # the first serve on these files fingerprints them once and keeps it
+    first = quiet_run(cfg, tmp_path / "results")  # training keeps the fingerprint of the files it read
     _no_image_reads(monkeypatch)
     served = quiet_run(cfg, tmp_path / "results")
     assert served.summary == first.summary and served.rounds == first.rounds
