@@ -28,12 +28,22 @@ def load_run_dataset(cfg: RunConfig, source: DataSource = FILES) -> Dataset:
         split, options = split_option(cfg.dataset_options)
         dataset = source.load(cfg.dataset, data_dir=cfg.data_dir, download=cfg.download, **options)
         check_full_size(dataset, options, split, cfg.max_train_samples, cfg.max_test_samples)
-        dataset = replace(dataset, fingerprint=dataset.fingerprint or fingerprint(dataset))
+        dataset = replace(dataset, fingerprint=dataset.fingerprint or _loaded_fingerprint(cfg, source, options, dataset))
         dataset = apply_split(dataset, split, seed=cfg.seed)
         if cfg.max_train_samples or cfg.max_test_samples:
             dataset = dataset.subset(cfg.max_train_samples, cfg.max_test_samples, seed=cfg.seed)
         _DATASET_CACHE[key] = dataset
     return _DATASET_CACHE[key]
+
+
+def _loaded_fingerprint(cfg: RunConfig, source: DataSource, options: dict, dataset: Dataset) -> dict:
+    """The fingerprint of ``dataset`` as ``source`` loaded it; data read from the files is kept
+    (fedlib.datasets.data_check.files_fingerprint) so that serving the run later reads no image."""
+    if source is not FILES:
+        return fingerprint(dataset)
+    value = files_fingerprint(cfg.dataset, cfg.data_dir, options, lambda: dataset)
+    _SOURCE_FINGERPRINTS[_source_key(cfg)] = value
+    return value
 
 
 def forget_datasets() -> None:
