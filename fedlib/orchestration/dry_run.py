@@ -12,9 +12,10 @@ dataset's files are missing it trains on a stand-in of the same shape
 (:func:`fedlib.datasets.data.stand_in_dataset`: image size, channels, classes; one natural group per
 client for natural partitions) and says so in the ``data`` column.
 
-Each config runs in a worker process that runs only configs of the same dataset and model, so a
-crash or a runaway config costs one row, not the whole run, and what another kind left in memory
-stays out of its peak: ``peak_rss_mb`` is the worker's resident-memory high-water mark during
+Each config runs in a worker process that runs only configs of the same dataset and model (a
+``LocalPool`` fed by the executor's loop, :mod:`fedlib.orchestration.scheduler`), so a crash or a
+runaway config costs one row, not the whole run, and what another kind left in memory stays out
+of its peak: ``peak_rss_mb`` is the worker's resident-memory high-water mark during
 that config (the kernel's, reset before each config), which counts torch's CPU tensors that
 ``tracemalloc`` does not see. Rows are appended to a CSV as they finish, so a killed dry run
 resumes where it stopped; configs already in the CSV are skipped.
@@ -27,16 +28,18 @@ import os
 import tempfile
 import time
 import warnings
+from collections import deque
 from typing import TYPE_CHECKING, Iterator, Sequence
 
 import pandas as pd
 
 from fedlib.core.config import RunConfig
 from fedlib.errors import FedlibError, one_line
+from fedlib.orchestration import scheduler
 from fedlib.orchestration.dry_run_rows import (  # noqa: F401 - the rows' names, importable from here
     CSV_COLUMNS, append_row, format_dry_run, read_rows, rekey_old_hashes, summary_line)
 from fedlib.orchestration.peak_memory import PeakMemory, release_memory
-from fedlib.orchestration.workers import WorkerProcess, has_news, ready_handles
+from fedlib.orchestration.pools import LocalPool, LocalWorker
 
 if TYPE_CHECKING:
     from fedlib.datasets.sources import DataSource
@@ -46,6 +49,7 @@ MAX_DOUBLINGS = 6  # the slice doubles at most this often (16 -> 1024 images per
 TEST_IMAGES_PER_CLASS = 2
 JOBS_PER_WORKER = 40  # a worker process is replaced after this many configs (memory stays its own)
 DEFAULT_TIMEOUT_S = 1800
+POLL_SECONDS = 1.0  # how long the loop waits for a worker's row before it looks for overrun ones
 BUNDLED = ("digits", "synthetic")  # datasets fedlib makes itself: always real, never a stand-in
 
 
@@ -388,97 +392,43 @@ def _run_here(todo: list[str], configs: dict, csv_path, jobs: int, timeout_s: fl
 
 def _run_in_workers(todo: list[str], configs: dict, csv_path, jobs: int, timeout_s: float, progress: bool,
                     already: int) -> None:
+    """Every config of ``todo`` measured in ``jobs`` worker processes, through the executor's loop
+    (:func:`fedlib.orchestration.scheduler.schedule`) on a :class:`~fedlib.orchestration.pools.LocalPool`
+    that kills a worker overrunning ``timeout_s`` and replaces one for another kind
+    (:func:`_needs_new_worker`); a worker that dies or overruns costs its config an error row."""
     from fedlib.orchestration.resources import thread_budget
 
     threads = thread_budget(jobs)
-    workers = [_Worker(threads) for _ in range(min(jobs, len(todo)))]
-    queue = list(todo)
+    keys = {configs[h][0].hash(): h for h in todo}  # a config's hash -> its key in configs
+    pool = LocalPool(min(jobs, len(todo)), threads, measure_row, timeout_s=timeout_s, replace=_needs_new_worker,
+                     use_gpus=False)
     bar = _progress_bar(already + len(todo), already, progress)
+
+    def collected(sent: RunConfig, row: dict) -> None:
+        digest = keys[sent.hash()]
+        if row["status"] == "died":  # the worker died or overran: it is gone, the config has an error row
+            row = {"status": "error", "error": row["error"], "data": "", "threads": threads}
+        cfg, notebooks, *seeds = configs[digest]
+        _record(csv_path, bar, cfg, notebooks, {**row, "hash": digest}, *seeds)
+
     try:
-        for worker in workers:
-            worker.give(queue, configs)
-        while any(w.busy for w in workers):
-            for worker in _finished(workers, timeout_s):
-                row = worker.collect(timeout_s)
-                cfg, notebooks, *seeds = configs[row["hash"]]
-                _record(csv_path, bar, cfg, notebooks, row, *seeds)
-                worker.give(queue, configs)
+        scheduler.schedule(deque(configs[h][0] for h in todo), pool, collected, poll_seconds=POLL_SECONDS)
     finally:
         bar.close()
-        for worker in workers:
-            worker.stop()
+        pool.close()
 
 
-def _finished(workers: list["_Worker"], timeout_s: float) -> list["_Worker"]:
-    """The busy workers with a result, a death or a timeout to collect (waits up to 1 s)."""
-    busy = [w for w in workers if w.busy]
-    handles = ready_handles([w.process for w in busy], timeout=1.0)
-    return [w for w in busy if has_news(w.process, handles) or w.overdue(timeout_s)]
+def _needs_new_worker(worker: LocalWorker, cfg: RunConfig) -> bool:
+    """Whether ``cfg`` needs a new worker rather than ``worker``: one that has measured
+    JOBS_PER_WORKER configs already, or configs of another (dataset, model) kind (what a config
+    leaves in memory, freed memory a process keeps, stays out of another kind's peak)."""
+    return worker.jobs >= JOBS_PER_WORKER or (worker.last.dataset, worker.last.model) != (cfg.dataset, cfg.model)
 
 
 def _identity(cfg: RunConfig, notebooks: Sequence[str], seeds: Sequence[int] = ()) -> dict:
     return {"hash": cfg.hash(), "notebooks": ";".join(notebooks), "dataset": cfg.dataset, "model": cfg.model,
             "method": cfg.method, "partition": cfg.partition, "clients": cfg.clients,
             "seeds": " ".join(str(seed) for seed in (seeds or [cfg.seed]))}
-
-
-class _Worker:
-    """A worker process (:class:`fedlib.orchestration.workers.WorkerProcess`) measuring configs one
-    at a time, replaced after JOBS_PER_WORKER of them, for another (dataset, model) kind, or when
-    it dies or overruns."""
-
-    def __init__(self, threads: int):
-        self.threads = threads
-        self.process = None
-        self.busy: str | None = None  # the hash it is running
-        self.started = 0.0
-        self.jobs = 0
-        self.kind: tuple | None = None
-
-    def give(self, queue: list[str], configs: dict) -> None:
-        """Start the next config of ``queue`` (nothing when it is empty) in a worker that ran
-        only configs of the same dataset and model: what a config leaves in memory (freed
-        memory a process keeps) stays out of another kind's peak."""
-        if not queue:
-            return
-        cfg = configs[queue[0]][0]
-        if self.process is None or self.jobs >= JOBS_PER_WORKER or self.kind != (cfg.dataset, cfg.model):
-            self._restart()
-            self.kind = (cfg.dataset, cfg.model)
-        self.busy = queue.pop(0)
-        self.started = time.monotonic()
-        self.jobs += 1
-        self.process.send(configs[self.busy][0].to_dict())
-
-    def overdue(self, timeout_s: float) -> bool:
-        return self.busy is not None and time.monotonic() - self.started > timeout_s
-
-    def collect(self, timeout_s: float) -> dict:
-        """The finished config's row; an error row when the worker died or overran."""
-        overdue = self.overdue(timeout_s)
-        digest, self.busy = self.busy, None
-        row = self.process.result()
-        if row is not None:
-            return {**row, "hash": digest}
-        reason = f"timed out after {timeout_s:g} s" if overdue else self.process.death()
-        self._kill()
-        return {"hash": digest, "status": "error", "error": reason, "data": "", "threads": self.threads}
-
-    def _restart(self) -> None:
-        self.stop()
-        self.process = WorkerProcess(measure_row, self.threads)
-        self.jobs = 0
-
-    def _kill(self) -> None:
-        if self.process is not None:
-            self.process.stop(idle=False)
-        self.process = None
-
-    def stop(self) -> None:
-        """End the worker: politely when it is idle (it cleans up after itself), else killed."""
-        if self.process is not None:
-            self.process.stop(idle=self.busy is None)
-        self.process = None
 
 
 def measure_row(job: dict, threads: int) -> dict:

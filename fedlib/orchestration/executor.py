@@ -41,7 +41,7 @@ from typing import Sequence
 from fedlib import store
 from fedlib.core.config import RunConfig
 from fedlib.errors import FedlibError, one_of
-from fedlib.orchestration import resources
+from fedlib.orchestration import resources, scheduler
 from fedlib.orchestration.pools import (  # noqa: F401 - ray_resources and RAY_INSTALL, importable from here
     RAY_INSTALL, LocalPool, RayPool, SerialPool, import_ray, ray_resources)
 from fedlib.orchestration.training_job import (  # noqa: F401 - train_one, importable from here
@@ -155,39 +155,45 @@ def _make_pool(executor: str, workers: int | None, threads: int, address: str | 
 
 
 def _schedule(todo: list[RunConfig], pool, board: "_Board", retries: int, poll_seconds: float) -> dict[str, Outcome]:
-    """Give runs to the pool as it has room; retry a run whose worker died; park a run another
-    process holds until that process stores it (or dies). Returns hash -> outcome."""
+    """Give runs to the pool as it has room (:func:`fedlib.orchestration.scheduler.schedule`); retry
+    a run whose worker died; park a run another process holds until that process stores it (or
+    dies). Returns hash -> outcome."""
     queue, parked = deque(todo), []
     attempts: Counter = Counter()
     outcomes: dict[str, Outcome] = {}
     last_look = time.monotonic()
-    while queue or parked or pool.running():
-        while queue and pool.idle() > 0 and pool.fits(queue[0]):
-            cfg = queue.popleft()
-            attempts[cfg.hash()] += 1
-            pool.submit(cfg)
-            board.started()
-        for cfg, result in pool.collect(timeout=poll_seconds if pool.running() else 0):
-            board.stopped()
-            digest, status = cfg.hash(), result["status"]
-            if status == "claimed":
-                attempts[digest] -= 1  # another process is on it: not an attempt of ours
-                parked.append(cfg)
-            elif status == "died" and attempts[digest] <= retries:
-                queue.appendleft(cfg)  # resumes from its checkpoint: the dead worker's claim is taken over
-                board.note(f"worker died on {_label(cfg)}; giving it again ({result['error']})")
-            else:
-                if status == "died":
-                    status = FAILED
-                    result = {**result, "error": f"{result['error']}, {attempts[digest]} times"}
-                outcomes[digest] = _outcome(cfg, status, attempts[digest], result)
-                board.finished(outcomes[digest])
+
+    def started(cfg: RunConfig) -> None:
+        attempts[cfg.hash()] += 1
+        board.started()
+
+    def collected(cfg: RunConfig, result: dict) -> None:
+        board.stopped()
+        digest, status = cfg.hash(), result["status"]
+        if status == "claimed":
+            attempts[digest] -= 1  # another process is on it: not an attempt of ours
+            parked.append(cfg)
+        elif status == "died" and attempts[digest] <= retries:
+            queue.appendleft(cfg)  # resumes from its checkpoint: the dead worker's claim is taken over
+            board.note(f"worker died on {_label(cfg)}; giving it again ({result['error']})")
+        else:
+            if status == "died":
+                status = FAILED
+                result = {**result, "error": f"{result['error']}, {attempts[digest]} times"}
+            outcomes[digest] = _outcome(cfg, status, attempts[digest], result)
+            board.finished(outcomes[digest])
+
+    def waiting() -> bool:
+        nonlocal parked, last_look
         if parked and (time.monotonic() - last_look >= poll_seconds or not (queue or pool.running())):
             if not (queue or pool.running()):
                 time.sleep(poll_seconds)
             last_look = time.monotonic()
             parked = _look_at_parked(parked, queue, outcomes, board)
         board.refresh(len(parked))
+        return bool(parked)
+
+    scheduler.schedule(queue, pool, collected, poll_seconds=poll_seconds, started=started, waiting=waiting)
     return outcomes
 
 

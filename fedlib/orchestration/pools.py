@@ -1,17 +1,21 @@
-"""The executor's pools: where its runs train. ``SerialPool`` in this process, ``LocalPool`` in
-spawned worker processes on this machine (each GPU run placed on a card with room for its
-estimated memory), ``RayPool`` as Ray tasks. Every pool answers the same five calls: ``idle``,
-``running``, ``fits``, ``submit`` and ``collect``, then ``close``."""
+"""The pools :func:`fedlib.orchestration.scheduler.schedule` hands jobs to: where they run.
+``SerialPool`` in this process, ``LocalPool`` in spawned worker processes on this machine (each
+GPU run placed on a card with room for its estimated memory), ``RayPool`` as Ray tasks. Every
+pool answers the same five calls: ``idle``, ``running``, ``fits``, ``submit`` and ``collect``,
+then ``close``. The executor trains its runs in any of them; the dry run measures its configs in
+a ``LocalPool`` built with its own job function, a timeout per job and a rule for replacing a
+worker (:func:`fedlib.orchestration.dry_run.dry_run`)."""
 
 from __future__ import annotations
 
-from typing import Any
+import time
+from typing import Any, Callable
 
 from fedlib.core.config import RunConfig
 from fedlib.errors import FedlibError, one_line
 from fedlib.orchestration import resources
 from fedlib.orchestration.training_job import train_one
-from fedlib.orchestration.workers import WorkerProcess, has_news, ready_handles, train_in_ray
+from fedlib.orchestration.workers import Job, WorkerProcess, has_news, ready_handles, train_in_ray
 
 RAY_INSTALL = "pip install -e '.[ray]'"  # the optional extra that brings Ray
 
@@ -50,34 +54,42 @@ class SerialPool:
 
 
 class LocalWorker(WorkerProcess):
-    """A worker process that trains the runs it is sent, one at a time, on its GPU if it has one."""
+    """A worker process that runs the configs it is sent through ``job`` (by default trains
+    them), one at a time, on its GPU if it has one."""
 
-    def __init__(self, threads: int, gpu: int | None):
-        super().__init__(train_one, threads, gpu)
-        self.job: RunConfig | None = None
+    def __init__(self, threads: int, gpu: int | None, job: Job = train_one):
+        super().__init__(job, threads, gpu)
+        self.job: RunConfig | None = None  # the config it is running
+        self.last: RunConfig | None = None  # the last config it was given
+        self.jobs = 0  # configs it was given
+        self.started = 0.0  # time.monotonic() when it was given its config
         self.reserved = 0  # GPU bytes its run was placed with
 
     def give(self, cfg: RunConfig) -> None:
-        self.job = cfg
+        self.job = self.last = cfg
+        self.jobs += 1
+        self.started = time.monotonic()
         self.send(cfg.to_dict())
 
-    def take_result(self) -> dict:
-        """The finished run's result; a 'died' result when the process is gone."""
-        self.job = None
-        result = self.result()
-        return result if result is not None else {"status": "died", "error": self.death()}
-
     def stop(self) -> None:
-        """End the process: asked to when idle, killed when busy (its run resumes later)."""
+        """End the process: asked to when idle, killed when busy (a run resumes later)."""
         super().stop(idle=self.job is None)
 
 
-class LocalPool:
-    """``workers`` local processes, started as runs need them and replaced when one dies."""
+Replace = Callable[[LocalWorker, RunConfig], bool]
 
-    def __init__(self, workers: int, threads: int):
+
+class LocalPool:
+    """``workers`` local processes running ``job`` on the configs they are given, started as
+    configs need them and replaced when one dies, overruns ``timeout_s`` (None: never), or when
+    ``replace(worker, cfg)`` says it must not run ``cfg`` (None: never). Without ``use_gpus``
+    no config is placed on a GPU: each is sent as it is (the dry run's run on the CPU)."""
+
+    def __init__(self, workers: int, threads: int, job: Job = train_one, *, timeout_s: float | None = None,
+                 replace: Replace | None = None, use_gpus: bool = True):
         self.size, self.threads = workers, threads
-        self.gpus = local_gpu_count()
+        self.job_function, self.timeout_s, self.replace = job, timeout_s, replace
+        self.gpus = local_gpu_count() if use_gpus else 0
         self.capacity = resources.gpu_capacities(self.gpus) if self.gpus else []
         self.reserved = [0] * self.gpus
         self.needs: dict[str, int] = {}  # config hash -> estimated GPU bytes
@@ -112,11 +124,15 @@ class LocalPool:
         if self._on_gpu(cfg) and gpu is None:  # nothing runs, yet no card holds the estimate: the roomiest one
             gpu = max(range(self.gpus), key=lambda g: self.capacity[g] - self.reserved[g])
         free = [w for w in self.workers if w.job is None and w.gpu == gpu]
+        if free and self.replace is not None and self.replace(free[0], cfg):
+            free[0].stop()  # e.g. the dry run's worker of another kind
+            self.workers.remove(free[0])
+            free = []
         if not free:
             for idle in [w for w in self.workers if w.job is None][: max(0, len(self.workers) + 1 - self.size)]:
                 idle.stop()  # make room for a worker on another GPU
                 self.workers.remove(idle)
-            free = [LocalWorker(self.threads, gpu)]
+            free = [LocalWorker(self.threads, gpu, self.job_function)]
             self.workers.append(free[0])
         worker = free[0]
         if gpu is not None:
@@ -129,20 +145,29 @@ class LocalPool:
             self.reserved[worker.gpu] -= worker.reserved
         worker.reserved = 0
 
+    def _overdue(self, worker: LocalWorker) -> bool:
+        return self.timeout_s is not None and time.monotonic() - worker.started > self.timeout_s
+
     def collect(self, timeout: float) -> list[tuple[RunConfig, dict]]:
+        """The configs finished (waits up to ``timeout`` s for one): each with its result, or with
+        ``{"status": "died", "error": ...}`` when its worker died or overran (the worker is then
+        killed and replaced by the next submit)."""
         busy = [w for w in self.workers if w.job is not None]
         if not busy:
             return []
         handles = ready_handles(busy, timeout)
-        done = [w for w in busy if has_news(w, handles)]
+        done = [w for w in busy if has_news(w, handles) or self._overdue(w)]
         results = []
         for worker in done:
-            cfg = worker.job
+            cfg, overdue = worker.job, self._overdue(worker)
             self._release(worker)
-            result = worker.take_result()
-            if result["status"] == "died":
-                worker.stop()
+            result = worker.result()
+            if result is None:
+                error = f"timed out after {self.timeout_s:g} s" if overdue else worker.death()
+                result = {"status": "died", "error": error}
+                worker.stop()  # still busy: killed
                 self.workers.remove(worker)
+            worker.job = None
             results.append((cfg, result))
         return results
 

@@ -4,9 +4,9 @@ A worker is a spawned Python process that receives jobs (config dicts) through a
 job function on each (``job(payload, threads)``, a module-level function so that it pickles),
 sends the result back, and leaves when it receives None. It dies with the process that started
 it, even one killed with SIGKILL, so nothing goes on training unwatched. The executor trains
-runs in workers (``executor.train_one``); the dry run measures configs in them
-(``dry_run.measure_row``). What each does around the process (GPU places, restarts per kind,
-timeouts) stays with it.
+runs in workers (``training_job.train_one``); the dry run measures configs in them
+(``dry_run.measure_row``). What is done around the processes (GPU places, timeouts, a new worker
+for another kind of config) is the pool's that holds them (``pools.LocalPool``).
 """
 
 from __future__ import annotations

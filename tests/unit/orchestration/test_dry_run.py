@@ -240,3 +240,72 @@ def test_a_model_that_cannot_be_built_for_its_data_is_ranked_last_not_fatal():
                             dataset_options={"image_shape": [1, 4, 4]})  # lenet5 needs >= 12x12
     configs = {cfg.hash(): (cfg, ["nb"]) for cfg in (unbuildable, light)}
     assert cheapest_first(list(configs), configs) == [light.hash(), unbuildable.hash()]  # its row reports the error
+
+
+def test_the_dry_run_and_the_executor_schedule_through_one_loop(tmp_path, monkeypatch):
+    """Both hand their jobs to scheduler.schedule; the dry run on a LocalPool with its job, timeout
+    and rule for a new worker, a result its pool marks died (a death, an overrun) becoming an error row."""
+    from fedlib.orchestration import executor, pools, scheduler
+    from tests.helpers import tiny_config
+
+    pools_seen = []
+
+    def one_loop(queue, pool, collected, **options):  # no process is started: every job "dies"
+        pools_seen.append(pool)
+        for job in list(queue):
+            options.get("started", lambda job: None)(job)
+            collected(job, {"status": "died", "error": "timed out after 5 s"})
+
+    monkeypatch.setattr(scheduler, "schedule", one_loop)
+    digits = {h: job for h, job in sample(str(tmp_path)).items() if job[0].dataset == "digits"}
+    frame = dry_run.dry_run(digits, tmp_path / "dry_run.csv", jobs=2, timeout_s=5, progress=False)
+    assert len(pools_seen) == 1, "the dry run schedules through the shared loop"
+    pool = pools_seen[0]
+    assert isinstance(pool, pools.LocalPool) and pool.job_function is dry_run.measure_row and pool.timeout_s == 5
+    assert pool.replace is dry_run._needs_new_worker and pool.gpus == 0 and pool.size == 2
+    assert sorted(frame["hash"]) == sorted(digits) and (frame["status"] == "error").all()
+    assert (frame["error"] == "timed out after 5 s").all()
+
+    outcomes = executor.execute([tiny_config()], executor="local", workers=1, threads=1, results_dir=tmp_path / "r",
+                                retries=0, progress=False)
+    assert len(pools_seen) == 2 and isinstance(pools_seen[1], pools.LocalPool), "so does the executor"
+    assert pools_seen[1].job_function is executor.train_one and pools_seen[1].timeout_s is None
+    assert [o.status for o in outcomes] == ["failed"] and outcomes[0].error.startswith("timed out after 5 s")
+
+
+class _FakeWorker:
+    """Stands in for a spawned worker: counts the configs it is given."""
+
+    def __init__(self, threads, gpu, job=None):
+        self.gpu, self.job, self.last, self.jobs, self.reserved, self.stopped = gpu, None, None, 0, 0, False
+
+    def give(self, cfg):
+        self.job = self.last = cfg
+        self.jobs += 1
+
+    def alive(self):
+        return True
+
+    def stop(self):
+        self.stopped = True
+
+
+def test_a_dry_run_worker_measures_one_kind_and_at_most_jobs_per_worker_configs(monkeypatch):
+    from fedlib.orchestration import pools
+
+    monkeypatch.setattr(pools, "LocalWorker", _FakeWorker)
+    monkeypatch.setattr(dry_run, "JOBS_PER_WORKER", 3)
+    pool = pools.LocalPool(1, 1, dry_run.measure_row, timeout_s=60, replace=dry_run._needs_new_worker,
+                           use_gpus=False)
+    mlp = RunConfig(dataset="digits", model="mlp", device="auto")
+    kinds = [mlp, mlp.replace(method="fedprox"), mlp.replace(seed=1), mlp.replace(seed=2),  # 4th: a new worker
+             mlp.replace(model="lenet5"), mlp.replace(dataset="synthetic", model="lenet5")]  # new kinds: new workers
+    workers = []
+    for cfg in kinds:
+        pool.submit(cfg)
+        worker = pool.workers[0]
+        assert worker.job is cfg, "sent as it is: no GPU placed, the device left to the dry run"
+        workers.append(worker)
+        worker.job = None  # finished
+    assert [workers.index(w) for w in workers] == [0, 0, 0, 3, 4, 5]
+    assert all(w.stopped for w in workers[:-1]) and not workers[-1].stopped and len(pool.workers) == 1

@@ -31,7 +31,7 @@ def test_estimates_grow_with_model_data_and_stack():
 class _FakeWorker:
     """Stands in for a spawned worker: records its GPU and the run it was given."""
 
-    def __init__(self, threads, gpu):
+    def __init__(self, threads, gpu, job=None):
         self.gpu, self.job, self.reserved = gpu, None, 0
 
     def give(self, cfg):
