@@ -80,7 +80,7 @@ def run_all(configs: Sequence[RunConfig], results_dir: str | os.PathLike | None 
     todo = _count(configs, results_dir, found)
     if progress and todo["to_run"]:
         print(f"{todo['runs']} runs, {todo['stored']} already stored, {todo['to_run']} to run")
-    results, missing = [], 0
+    results, missing = [], []
     for cfg in tqdm(configs, desc="runs", unit="run", disable=not progress or todo["to_run"] == 0):
         try:
             key = cfg.hash()
@@ -92,10 +92,29 @@ def run_all(configs: Sequence[RunConfig], results_dir: str | os.PathLike | None 
                 found[key] = store.RunRecord(results[-1].folder)
         except NotRun:  # rendering only: a placeholder whose cells the tables show as "not run"
             results.append(RunResult.not_run(cfg))
-            missing += 1
+            missing.append(cfg)
     if missing:
-        print(f"render-only: {missing} of {len(configs)} runs are in no store; their cells read 'not run'")
+        print(f"render-only: {len(missing)} of {len(configs)} runs are in no store; their cells read 'not run'")
+        for line in near_miss_lines(missing, results_dir):
+            print(line)
     return results
+
+
+NEAR_MISS_LINES = 3  # at most this many "differs only in" lines after a render-only count
+
+
+def near_miss_lines(missing: Sequence[RunConfig], results_dir: str | os.PathLike | None = None) -> list[str]:
+    """For configs no store holds, lines naming a stored run of the same method and seed that differs
+    in one or two settings (a setting a caller left out renders "not run" otherwise without a word)."""
+    records = store.stored_records(results_dir)
+    lines = []
+    for cfg in {c.hash(): c for c in missing}.values():
+        near = store.near_runs(cfg, records)
+        if near:
+            lines.append("  " + store.describe_near(cfg, near))
+        if len(lines) == NEAR_MISS_LINES:
+            break
+    return lines
 
 
 def _execute(configs: Sequence[RunConfig], results_dir, progress: bool, executor: str, workers: int | None,

@@ -31,6 +31,7 @@ one writer at a time, the process that holds its claim. One concept per module:
 - :mod:`.digest` -- a finished run's seal: its files' digests, so that an edit is noticed
 - :mod:`.files` -- atomic writes, JSON, bytes on disk
 - :mod:`.migration` -- renaming run folders stored under an old config hash
+- :mod:`.near_misses` -- stored runs that differ from a config in one or two settings
 - :mod:`.provenance` -- code revision, environment, resumes, ``ProvenanceWarning``
 - :mod:`.publishing` -- copying a finished run's metrics into the reference store
 
@@ -49,6 +50,7 @@ from fedlib.store.consistency import inconsistency, rounds_problem
 from fedlib.store.digest import DIGEST_FILE, is_sealed, seal, seal_problem, warn_unsealed
 from fedlib.store.files import disk_bytes, human_bytes, read_json, write_atomic, write_json
 from fedlib.store.migration import ASIDE_DIR, Migration, migrate_hashes
+from fedlib.store.near_misses import describe_near, field_differences, near_runs, stored_records
 from fedlib.store.paths import (DEFAULT_RESULTS, REFERENCE_ENV, REFERENCE_FILES, REFERENCE_RESULTS,
                                      WRITE_REFERENCE_ENV, analysis_cache, check_writable, reference_root, results_root,
                                      run_dir, same_folder)
