@@ -55,12 +55,18 @@ def lesson_notebooks(only: str | None) -> list[Path]:
             if PROFILE in load_profiles(ROOT / "profiles", nb.stem)]
 
 
-def execute(notebook: Path, scratch: Path, publish: bool, threads: int | None, standalone: bool = False) -> float:
+def execute(notebook: Path, scratch: Path, publish: bool, threads: int | None, standalone: bool = False,
+            edits: list[tuple[str, str]] = ()) -> float:
     """Run ``notebook`` in the lesson profile into ``scratch``; the wall seconds it took. The runs
     whose final models it read are listed in ``scratch/model_reads.txt``. ``standalone``: with the
-    reference store off, so that every run trains."""
+    reference store off, so that every run trains. ``edits``: (parameter, YAML value) pairs passed over
+    the profile, as a Try-it prompt sets them (its executed notebook goes to ``scratch/notebook``)."""
     command = [sys.executable, "-m", "fedlib.paper.reproduce", "--profile", PROFILE, "--only", notebook.stem,
                "--results", str(scratch)]
+    for name, value in edits:
+        command += ["-p", name, value]
+    if edits:
+        command += ["--out", str(scratch / "notebook")]
     if publish:
         command += ["--publish", "--figures", str(ROOT / "figures" / PROFILE), "--tables", str(ROOT / "tables" / PROFILE)]
     if threads:
@@ -113,6 +119,40 @@ def publish_analyses(scratch: Path) -> list[Path]:
                 store.write_atomic(target, source.read_bytes())
                 copied.append(target)
     return copied
+
+
+def prompt_edits(stem: str, number: int) -> list[tuple[str, str]]:
+    """The (parameter, value) pairs Try-it prompt ``number`` (from 1) of ``stem`` sets."""
+    from tools.try_it import ASSIGNMENT, PROMPTS
+
+    prompts = PROMPTS.get(stem, ([], []))[0]
+    if not 1 <= number <= len(prompts):
+        raise FedlibError(f"{stem} has {len(prompts)} Try-it prompts; --try-it takes 1 to {len(prompts)}")
+    edits = ASSIGNMENT.findall(prompts[number - 1])
+    if not edits:
+        raise FedlibError(f"{stem}'s Try-it prompt {number} sets no parameter: nothing to run")
+    return edits
+
+
+def build_try_it(only: str | None, number: int, scratch: Path, threads: int | None, commit: bool) -> int:
+    """Run one lesson with Try-it prompt ``number``'s edits and publish the runs it trained."""
+    notebooks = lesson_notebooks(only)
+    if len(notebooks) != 1:
+        raise FedlibError(f"--try-it needs exactly one lesson notebook in --only; {only!r} selects {len(notebooks)}")
+    notebook = notebooks[0]
+    edits = prompt_edits(notebook.stem, number)
+    shutil.rmtree(scratch, ignore_errors=True)
+    scratch.mkdir(parents=True)
+    seconds = execute(notebook, scratch, False, threads, edits=edits)
+    published = publish_trained(scratch)
+    analyses = publish_analyses(scratch)
+    what = ", ".join(f"{name} = {value}" for name, value in edits)
+    print(f"{notebook.stem} Try-it {number} ({what}): {seconds:.0f} s, {len(published)} runs and {len(analyses)} "
+          f"analyses published; executed notebook in {scratch / 'notebook'}", flush=True)
+    if commit and (published or analyses):
+        git_commit([*published, *analyses], f"lesson store: {notebook.stem} Try-it {number} ({what}): "
+                                            f"{len(published)} runs, {seconds:.0f} s here")
+    return 0
 
 
 def record_time(stem: str, seconds: float, trained: int) -> None:
@@ -202,6 +242,9 @@ def main(argv=None) -> int:
     parser.add_argument("--calibrate", action="store_true",
                         help="only measure this machine's speed check (best of 5) into notebooks/lesson_machine.json: "
                              "the rate the lessons scale their stored retrain times by; run it where --standalone ran")
+    parser.add_argument("--try-it", type=int, metavar="N",
+                        help="with one --only notebook: run it with Try-it prompt N's edits (tools/try_it.py) and "
+                             "publish the runs it trained, for the prompt's 'what you should see'; times nothing")
     parser.add_argument("--write-course", action="store_true",
                         help="only set the lesson column of notebooks/README.md from notebooks/lesson_times.json")
     args = parser.parse_args(argv)
@@ -216,6 +259,8 @@ def main(argv=None) -> int:
     if not args.standalone and not store.is_clean_revision(revision):
         raise FedlibError(f"fedlib/ has uncommitted changes (code revision {revision}): commit them first; the "
                           "reference store takes only runs of committed code")
+    if args.try_it is not None:
+        return build_try_it(args.only, args.try_it, Path(args.scratch), args.threads, args.commit)
     for notebook in lesson_notebooks(args.only):
         scratch = Path(args.scratch)
         shutil.rmtree(scratch, ignore_errors=True)

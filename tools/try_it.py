@@ -12,12 +12,17 @@ written the way Jupyter writes them (indent 1, trailing newline).
 from __future__ import annotations
 
 import argparse
+import html
 import json
+import re
 import sys
 from pathlib import Path
 
+import yaml
+
 ROOT = Path(__file__).resolve().parents[1]
 HEADING = "## Try it"
+ASSIGNMENT = re.compile(r"`(\w+) = ([^`]+)`")  # how a prompt sets a parameter: `name = value` (value in YAML)
 INTRO = ("Change one parameter in the parameters cell, write down what you expect the figure or table to "
          "do, run all cells, and compare. Your edit is kept over the profile's value, and the cell under the "
          "parameters cell says so; runs already in the store are reused, so only the changed runs train.")
@@ -268,11 +273,30 @@ PROMPTS: dict[str, tuple[list[str], list[tuple[str, str]]]] = {
 }
 
 
+SEE = "What you should see"  # the folded outcome under a prompt (the lesson profile's try_it entry)
+
+
+def outcomes(stem: str) -> list[str | None]:
+    """What each prompt of ``stem`` shows, from the ``try_it`` list of its lesson profile (one entry per
+    prompt, in order; None where none is written yet)."""
+    path = ROOT / "profiles" / f"{stem}.yaml"
+    section = ((yaml.safe_load(path.read_text(encoding="utf-8")) or {}).get("lesson") or {}) if path.exists() else {}
+    entries = section.get("try_it") or []
+    if len(entries) > len(PROMPTS[stem][0]):
+        raise SystemExit(f"{path}: try_it has {len(entries)} entries for {len(PROMPTS[stem][0])} prompts")
+    return [(" ".join(e["see"].split()) if e else None) for e in entries] + [None] * (len(PROMPTS[stem][0]) - len(entries))
+
+
 def cell_text(stem: str) -> str:
-    """The Try it cell of notebook ``stem``: heading, the prompts numbered, the code links."""
+    """The Try it cell of notebook ``stem``: heading, the prompts numbered (each with its folded outcome
+    where the lesson profile states one), the code links."""
     prompts, code = PROMPTS[stem]
     lines = [HEADING, "", INTRO, ""]
-    lines += [f"{number}. {prompt}" for number, prompt in enumerate(prompts, 1)]
+    for number, (prompt, seen) in enumerate(zip(prompts, outcomes(stem)), 1):
+        lines.append(f"{number}. {prompt}")
+        if seen:
+            lines.append(f"   <details><summary>{SEE}</summary>{html.escape(seen, quote=False)} "
+                         "(checked against the committed runs)</details>")
     links = "; ".join(f"[`{path}`](../{path}): {what}" for path, what in code)
     lines += ["", f"**The code behind it.** {links}."]
     return "\n".join(lines)

@@ -63,7 +63,9 @@ DEFAULTS_KEY = "fedlib_defaults"  # the parameters cell's metadata: its values a
 NOTE_KEY = "note"  # in a profile's section: a sentence the notebook prints under that profile, not a parameter
 OUTCOME_KEY = "outcome"  # in the lesson section: the note's verdict and numbers, machine-readable, not a parameter
 # (tests/notebooks/test_lesson_outcomes.py checks them against the committed lesson runs)
-PROSE_KEYS = (NOTE_KEY, OUTCOME_KEY)  # a section's keys that say what the profile shows; never passed as parameters
+TRY_IT_KEY = "try_it"  # in the lesson section: what each Try-it prompt shows, in the prompts' order, not a parameter
+# (a list of {see: text, numbers: [...]}; tests/notebooks/test_try_it_outcomes.py checks the numbers)
+PROSE_KEYS = (NOTE_KEY, OUTCOME_KEY, TRY_IT_KEY)  # a section's keys that say what the profile shows; never parameters
 
 
 def find_root(stem: str) -> Path:
@@ -114,6 +116,11 @@ def load_profiles(profiles_dir: Path, stem: str) -> dict[str, dict]:
         outcome = (params or {}).get(OUTCOME_KEY)
         if outcome is not None and not isinstance(outcome, dict):
             raise FedlibError(f"{path}: profile {name!r}: {OUTCOME_KEY} must be a mapping (verdict, numbers)")
+        seen = (params or {}).get(TRY_IT_KEY)
+        if seen is not None and not (isinstance(seen, list) and all(
+                item is None or (isinstance(item, dict) and isinstance(item.get("see"), str)) for item in seen)):
+            raise FedlibError(f"{path}: profile {name!r}: {TRY_IT_KEY} must be a list, one entry per prompt: "
+                              "{see: what the student should see, numbers: [...]} or null")
     return {name: {k: v for k, v in (params or {}).items() if k not in PROSE_KEYS} for name, params in profiles.items()}
 
 

@@ -1,7 +1,6 @@
 """Every Try-it prompt that sets a parameter sets it to something other than what the lesson
 profile already runs: a prompt that changes nothing teaches nothing."""
 
-import re
 import sys
 from pathlib import Path
 
@@ -12,9 +11,7 @@ from tests.helpers import notebook_parameters
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
-from tools.try_it import PROMPTS  # noqa: E402
-
-ASSIGNMENT = re.compile(r"`(\w+) = ([^`]+)`")
+from tools.try_it import ASSIGNMENT, PROMPTS  # noqa: E402
 
 
 def test_prompts_set_parameters():
