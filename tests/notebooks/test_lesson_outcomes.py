@@ -70,15 +70,16 @@ each_lesson = pytest.mark.parametrize("stem", sorted(LESSONS))
 
 
 # ------------------------------------------------------------------ the lesson's runs, from the store only
-def declared_runs(stem: str, tmp_path: Path) -> list:
-    """The RunConfigs the lesson declares (no training, no data needed)."""
+def declared_runs(stem: str, tmp_path: Path, edits: dict | None = None) -> list:
+    """The RunConfigs the lesson declares (no training, no data needed); ``edits``: parameters passed over
+    the lesson profile, as a Try-it prompt sets them."""
     from fedlib.paper.plan import declared_configs, notebook_parameters
     from fedlib.paper.reproduce import build_overrides
     from fedlib.reporting.notebook import load_profiles
 
     notebook = ROOT / "notebooks" / f"{stem}.ipynb"
     overrides = build_overrides("lesson", "cpu", None, tmp_path / "results", tmp_path / "f", tmp_path / "t")
-    parameters = {**load_profiles(ROOT / "profiles", stem)["lesson"], **overrides}
+    parameters = {**load_profiles(ROOT / "profiles", stem)["lesson"], **overrides, **(edits or {})}
     configs = declared_configs(notebook, parameters)
     if configs is None and stem == "getting_started":  # its grid is in the notebook: the same two lines
         from fedlib.orchestration import experiments
@@ -243,6 +244,12 @@ def test_every_declared_number_is_the_stored_runs(stem, tmp_path, render_only): 
         return
     configs = declared_runs(stem, tmp_path)
     assert configs, f"{stem} declares numbers but no runs"
+    wrong = numbers_unlike_the_runs(numbers, configs, stem)
+    assert not wrong, f"{stem}: the note's numbers differ from the committed lesson runs: " + "; ".join(wrong)
+
+
+def numbers_unlike_the_runs(numbers: list[dict], configs: list, stem: str) -> list[str]:
+    """The declared numbers (value, metric, run, minus) that the stored runs among ``configs`` do not give."""
     wrong = []
     for entry in numbers:
         run = StoredRun(pick(configs, entry["run"], stem), stem)
@@ -252,7 +259,7 @@ def test_every_declared_number_is_the_stored_runs(stem, tmp_path, render_only): 
         if not same_as_printed(value, entry["value"]):
             wrong.append(f"{entry['value']} ({entry['metric']} of {entry['run']}"
                          + (f" minus {entry['minus']}" if "minus" in entry else "") + f"): stored {value:.4f}")
-    assert not wrong, f"{stem}: the note's numbers differ from the committed lesson runs: " + "; ".join(wrong)
+    return wrong
 
 
 def test_a_value_rounds_as_printed():

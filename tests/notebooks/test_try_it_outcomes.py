@@ -1,0 +1,53 @@
+"""What each Try-it prompt shows (issue 44): the lesson profile's ``try_it`` list holds, per prompt, the
+folded "what you should see" (``see``) and the figures in it that a stored run gives (``numbers``, as in a
+lesson's ``outcome``: tests/notebooks/test_lesson_outcomes.py). The runs are the lesson's declared runs
+with the prompt's edits passed over the profile, and they come from the committed store only
+(``tools/lesson_store.py --only NOTEBOOK --try-it N`` builds them)."""
+
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.notebooks.test_lesson_outcomes import LESSONS, declared_runs, number_in, numbers_unlike_the_runs
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+from tools.try_it import ASSIGNMENT, PROMPTS, SEE, cell_text  # noqa: E402
+
+OUTCOMES = {(stem, number): entry for stem, section in LESSONS.items()
+            for number, entry in enumerate(section.get("try_it") or [], 1) if entry}
+each_outcome = pytest.mark.parametrize("stem,number", sorted(OUTCOMES))
+
+
+def edits(stem: str, number: int) -> dict:
+    return {name: yaml.safe_load(value) for name, value in ASSIGNMENT.findall(PROMPTS[stem][0][number - 1])}
+
+
+def test_outcomes_are_written_for_prompts_that_exist():
+    assert OUTCOMES, "no Try-it outcome is written: the lesson profiles' try_it lists went missing"
+    for (stem, number) in OUTCOMES:
+        assert stem in PROMPTS and number <= len(PROMPTS[stem][0]), f"{stem}: try_it entry {number} has no prompt"
+
+
+@each_outcome
+def test_the_outcome_is_folded_under_its_prompt(stem, number):
+    text = cell_text(stem)
+    prompt_line = f"{number}. {PROMPTS[stem][0][number - 1]}"
+    assert prompt_line in text
+    after = text.split(prompt_line, 1)[1].splitlines()[1]
+    assert SEE in after and " ".join(OUTCOMES[stem, number]["see"].split())[:40] in after
+
+
+@each_outcome
+def test_every_number_of_the_outcome_is_in_its_text_and_the_stored_runs(stem, number, tmp_path, render_only):
+    entry = OUTCOMES[stem, number]
+    numbers = entry.get("numbers") or []
+    assert numbers, f"{stem} Try-it {number}: an outcome declares the figures a run gives, so that a test checks them"
+    see = " ".join(entry["see"].split())
+    for item in numbers:
+        assert number_in(see, item["value"]), f"{stem} Try-it {number}: {item['value']} is not a figure of its text"
+    configs = declared_runs(stem, tmp_path, edits(stem, number))
+    wrong = numbers_unlike_the_runs(numbers, configs, f"{stem} Try-it {number}")
+    assert not wrong, f"{stem} Try-it {number}: the outcome's numbers differ from the committed runs: " + "; ".join(wrong)
