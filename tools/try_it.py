@@ -31,7 +31,7 @@ INTRO = ("Change one parameter in the parameters cell, write down what you expec
 PROMPTS: dict[str, tuple[list[str], list[tuple[str, str]]]] = {
     "getting_started": ([
         "`beta = 0.05`: a far stronger skew. Does the worst class fall, and do FedAvg and FedProx part ways "
-        "more than at 0.5?",
+        "more than at 0.1?",
         "`prox_mu = 1.0`: a strong pull towards the global model. Does FedProx learn faster or slower per "
         "round than FedAvg?",
         "`local_epochs = 5`: more local steps drift further from the global model. Does FedProx's difference "
