@@ -147,9 +147,10 @@ PROMPTS: dict[str, tuple[list[str], list[tuple[str, str]]]] = {
     ], [("fedlib/algorithms/fedlmd.py", "`local_loss`"), ("fedlib/algorithms/fedlmd_tf.py", "`local_loss`"),
         ("fedlib/algorithms/label_smoothing.py", "label smoothing")]),
     "fedlmd_table3_partitions": ([
-        "`methods = [\"fedavg\", \"fedprox\", \"fedntd\", \"fedlmd\"]`: add FedProx. Where does it rank?",
-        "Add a shards column to `settings`: `{\"dataset\": \"digits\", \"partition\": \"shards\", "
-        "\"shards_per_client\": 2}`. Is the ordering the same under shards as under Dirichlet?",
+        "`methods = [\"fedavg\", \"fedprox\", \"fedntd\", \"fedlmd\"]`: the table without SCAFFOLD and FedRS, "
+        "the two that lead at this scale. Where does FedLMD rank among the rest?",
+        "`settings = [{\"dataset\": \"mnist\", \"partition\": \"dirichlet\", \"beta\": 0.5}]`: one column of "
+        "mild skew. Do the methods move closer together, and which one leads?",
         "`rounds = 10`: the speedup column counts the rounds each method needs to reach FedAvg's accuracy. "
         "Predict it for FedLMD.",
     ], [("fedlib/algorithms/fedlmd.py", "`local_loss`"), ("fedlib/algorithms/fedntd.py", "`not_true_kl`")]),
