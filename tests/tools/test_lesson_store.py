@@ -108,3 +108,25 @@ def test_analysis_caches_are_copied_once(tmp_path, reference):
     assert (reference / "drift" / "abc.csv").read_bytes() == b"a,b\n"
     assert lesson_store.publish_analyses(scratch) == []
     assert not Path(reference / "analysis").exists()
+
+
+def test_a_try_it_build_passes_the_prompts_edits_and_refuses_a_prompt_that_is_not_there():
+    assert lesson_store.prompt_edits("getting_started", 1) == [("beta", "0.05")]
+    assert lesson_store.prompt_edits("fedcsd_table1_3_4_label_skew", 2) == [
+        ("ablations", '["base", "no_similarity", "no_mask", "no_tma"]')]
+    with pytest.raises(FedlibError, match="getting_started has 3 Try-it prompts; --try-it takes 1 to 3"):
+        lesson_store.prompt_edits("getting_started", 4)
+    with pytest.raises(FedlibError, match="sets no parameter"):
+        lesson_store.prompt_edits("fedvls_table2_quantity", 1)
+
+
+def test_a_try_it_build_runs_the_notebook_with_the_edits_over_the_lesson_profile(tmp_path, monkeypatch):
+    calls = []
+    monkeypatch.setattr(lesson_store.subprocess, "run",
+                        lambda command, **kwargs: calls.append(command) or type("Done", (), {"returncode": 0})())
+    lesson_store.execute(Path("notebooks/getting_started.ipynb"), tmp_path, False, 1, edits=[("beta", "0.05")])
+    command = calls[0]
+    assert command[command.index("--profile") + 1] == "lesson"
+    assert command[command.index("-p") + 1:command.index("-p") + 3] == ["beta", "0.05"]
+    assert command[command.index("--out") + 1] == str(tmp_path / "notebook")  # the lesson's own output is left alone
+    assert "--publish" not in command
