@@ -121,7 +121,7 @@ PROMPTS: dict[str, tuple[list[str], list[tuple[str, str]]]] = {
     "fedlmd_fig5_light_baselines": ([
         "`participation = 0.5`: twice the clients per round. Does FedLMD-Tf's position among the light "
         "methods change?",
-        "`rounds = 10`: are the bars' differences larger than at 5 rounds?",
+        "`rounds = 10`: a third of the training. Is FedLMD-Tf's lead with shards there from the start?",
         "`methods = [\"fedavg\", \"fedrs\", \"fedlmd_tf\", \"fedlmd\"]`: add FedLMD with its teacher (one "
         "more forward pass per batch). How much does the teacher buy?",
     ], [("fedlib/algorithms/fedlmd_tf.py", "`teacher_distribution`: a teacher made of the labels alone"),
