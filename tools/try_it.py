@@ -129,7 +129,7 @@ PROMPTS: dict[str, tuple[list[str], list[tuple[str, str]]]] = {
     "fedlmd_fig6_accuracy_rounds": ([
         "`methods = [\"fedavg\", \"fedntd\", \"fedlmd\"]`: does FedLMD's curve dip less than FedNTD's after "
         "its best round?",
-        "`rounds = 15`: do the curves at α = 0.05 settle, or keep swinging?",
+        "`rounds = 15`: half the training. At α = 0.05, which curve is steadier in the first 15 rounds?",
         "`seeds = [0, 1]`: are the dips the same in both seeds, or noise?",
     ], [("fedlib/algorithms/fedlmd.py", "`local_loss`")]),
     "fedlmd_fig7_9_sensitivity": ([
@@ -162,7 +162,7 @@ PROMPTS: dict[str, tuple[list[str], list[tuple[str, str]]]] = {
     "fedlmd_table5_combinations": ([
         "In `part_args`, set FedProx's `mu` to 0.1: does FedLMD + FedProx gain or lose?",
         "`beta = 0.05`: stronger skew. Do the combinations help more there?",
-        "`rounds = 10`: is a server-side momentum (FedAvgM) worth more with more rounds?",
+        "`rounds = 10`: a third of the training. Does server-side momentum (FedAvgM) help more early on?",
     ], [("fedlib/algorithms/fedlmd.py", "`local_loss`"), ("fedlib/algorithms/fedprox.py", "`proximal_term`"),
         ("fedlib/algorithms/fedavgm.py", "the server's momentum step")]),
     "fedcsd_fig1_drift": ([
