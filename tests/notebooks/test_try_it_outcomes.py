@@ -18,6 +18,7 @@ from tools.try_it import ASSIGNMENT, PROMPTS, SEE, cell_text  # noqa: E402
 
 OUTCOMES = {(stem, number): entry for stem, section in LESSONS.items()
             for number, entry in enumerate(section.get("try_it") or [], 1) if entry}
+WRITTEN = 22  # Try-it outcomes written so far (of 111 prompts); raise it as more are run
 each_outcome = pytest.mark.parametrize("stem,number", sorted(OUTCOMES))
 
 
@@ -26,7 +27,7 @@ def edits(stem: str, number: int) -> dict:
 
 
 def test_outcomes_are_written_for_prompts_that_exist():
-    assert OUTCOMES, "no Try-it outcome is written: the lesson profiles' try_it lists went missing"
+    assert len(OUTCOMES) >= WRITTEN, f"{len(OUTCOMES)} Try-it outcomes, {WRITTEN} were written: a try_it list went missing"
     for (stem, number) in OUTCOMES:
         assert stem in PROMPTS and number <= len(PROMPTS[stem][0]), f"{stem}: try_it entry {number} has no prompt"
 
