@@ -83,8 +83,8 @@ PROMPTS: dict[str, tuple[list[str], list[tuple[str, str]]]] = {
     ], [("fedlib/algorithms/fedvls.py", "`local_loss`"), ("fedlib/algorithms/fedlc.py", "`calibrated_logits`"),
         ("fedlib/algorithms/fedrs.py", "`restricted_logits`")]),
     "fedvls_table2_quantity": ([
-        "Set the `\"digits\"` entry of `classes_per_client` to 5: milder quantity skew. Do the methods move "
-        "closer together?",
+        "`classes_per_client = {\"mnist\": 5}`: milder quantity skew, five classes per client. Do the methods "
+        "move closer together?",
         "`quantity_split = \"official\"`: the authors' way of cutting a class between its holders. Does any "
         "number move by more than a point?",
         "`methods = [\"fedavg\", \"fedlc\", \"fedvls\"]`: is calibration alone (FedLC) enough here?",
@@ -180,7 +180,7 @@ PROMPTS: dict[str, tuple[list[str], list[tuple[str, str]]]] = {
     "fedcsd_fig5_mask_filter": ([
         "`rounds = 20`: twice the rounds. Does the share of filtered soft labels fall as the teacher improves?",
         "`tau = 4.0`: a lower temperature. More or fewer soft labels filtered?",
-        "`betas = {\"synthetic\": [0.05, 0.5]}`: is more filtered under strong skew?",
+        "`betas = {\"mnist\": [0.05, 0.5]}`: is more filtered under strong skew?",
     ], [("fedlib/algorithms/fedcsd.py", "`teacher_mask`")]),
     "fedcsd_fig7_tsne": ([
         "`tsne_samples = 500`: do the clusters look clearer with more points, or only busier?",
@@ -265,9 +265,9 @@ PROMPTS: dict[str, tuple[list[str], list[tuple[str, str]]]] = {
         "`rounds = 10`: are higher targets reached at all?",
     ], [("fedlib/algorithms/pkd.py", "`_expert_round` and `partial_kd_loss`: what the cost counts")]),
     "cross_paper_table": ([
-        "`settings = [{\"dataset\": \"digits\", \"partition\": \"dirichlet\", \"beta\": 0.5}]`: milder "
+        "`settings = [{\"dataset\": \"mnist\", \"partition\": \"dirichlet\", \"beta\": 0.5}]`: milder "
         "skew. Do the nine methods bunch together?",
-        "`rounds = 5`: does the ordering at 2 rounds survive?",
+        "`rounds = 10`: half the training. Is the ordering at 20 rounds already there at 10?",
         "`seeds = [0, 1]`: which differences are larger than the seed-to-seed spread?",
     ], [("fedlib/algorithms/", "one file per method: compare `local_loss` in fedvls.py, fedlmd.py, "
                                "fedntd.py, fedlc.py, and `partial_kd_loss` in pkd.py")]),

@@ -117,7 +117,7 @@ def test_a_try_it_build_passes_the_prompts_edits_and_refuses_a_prompt_that_is_no
     with pytest.raises(FedlibError, match="getting_started has 3 Try-it prompts; --try-it takes 1 to 3"):
         lesson_store.prompt_edits("getting_started", 4)
     with pytest.raises(FedlibError, match="sets no parameter"):
-        lesson_store.prompt_edits("fedvls_table2_quantity", 1)
+        lesson_store.prompt_edits("fedlmd_table5_combinations", 1)
 
 
 def test_a_try_it_build_runs_the_notebook_with_the_edits_over_the_lesson_profile(tmp_path, monkeypatch):
