@@ -107,7 +107,7 @@ PROMPTS: dict[str, tuple[list[str], list[tuple[str, str]]]] = {
         "`beta = 0.5`: milder skew. Does the global model's prediction histogram still follow the sampled "
         "clients' labels?",
         "`participation = 1.0`: every client every round. Predict how the round-to-round swings change.",
-        "`rounds = 12`: does the mismatch shrink as training goes on?",
+        "`rounds = 12`: less than half the training. Is the mismatch larger earlier on?",
     ], [("fedlib/analysis/prediction_stats.py", "`total_variation` and `top_class_share`, the measures shown"),
         ("fedlib/algorithms/fedlmd.py", "`distillation_support`: the classes FedLMD distils, chosen from "
                                         "exactly this mismatch")]),
@@ -221,7 +221,7 @@ PROMPTS: dict[str, tuple[list[str], list[tuple[str, str]]]] = {
     "pkd_fig11_expert_activation": ([
         "`temperature = 2.0`: does the firing rate depend on the temperature? (Look at where it is used.)",
         "`beta = 0.1`: stronger skew in setting (b). Do the experts fire more?",
-        "`rounds = 10`: does the firing rate fall as the global model improves?",
+        "`rounds = 10`: half the run. Do the experts fire more while the global model is younger?",
     ], [("fedlib/algorithms/pkd.py", "`expert_assignment`")]),
     "pkd_pilot_loss_normalisation": ([
         "`score_rounds = 2`: a shorter scoring window. Does the winning variant change?",
@@ -248,21 +248,21 @@ PROMPTS: dict[str, tuple[list[str], list[tuple[str, str]]]] = {
         "`clients = 20`: more writers (or stand-in clients). Does the ordering hold?",
     ], [("fedlib/algorithms/pkd.py", "`partial_kd_loss`")]),
     "pkd_table6_7_baselines": ([
-        "`rounds = 10`: do the baselines' worst classes catch up with PKD's?",
+        "`rounds = 10`: half the training. Which method's worst class is ahead this early?",
         "`temperature = 2.0`: does PKD's row move, and the others stay put?",
         "`local_epochs = 3`: does Cutout or focal loss profit more from longer local training?",
     ], [("fedlib/algorithms/pkd.py", "`partial_kd_loss`"), ("fedlib/algorithms/focal.py", "the focal loss")]),
     "pkd_table8_cifar100": ([
         "`max_groups = [1, 2, 3]`: a third expert. Does it help or dilute?",
         "`pkd_lam = 2.0`: twice the KD weight. Predict the effect on Min and on Ave.",
-        "`rounds = 10`: are the experts worth more with a longer run?",
+        "`rounds = 10`: half the run. Are the experts worth more or less in a shorter run?",
     ], [("fedlib/algorithms/pkd.py", "`train_expert` and `partial_kd_loss`")]),
     "pkd_table9_10_cost": ([
         "`expert_outputs = \"all\"`: count an expert's forward pass on every sample. How much does PKD's "
         "cost grow?",
         "`pkd_targets_from_pkd_stage = False`: count the warm-up's rounds towards PKD's targets too. Which "
         "targets does PKD reach sooner?",
-        "`rounds = 10`: are higher targets reached at all?",
+        "`rounds = 10`: half the run. Which targets are still reached?",
     ], [("fedlib/algorithms/pkd.py", "`_expert_round` and `partial_kd_loss`: what the cost counts")]),
     "cross_paper_table": ([
         "`settings = [{\"dataset\": \"mnist\", \"partition\": \"dirichlet\", \"beta\": 0.5}]`: milder "
