@@ -60,12 +60,11 @@ COMMITTED_FOLDERS = ("figures", "tables")  # written only when publishing
 PUBLISH_ENV = "FEDLIB_PUBLISH"  # set by ``reproduce.sh --publish`` for the kernels it starts
 PAPERMILL_CELL = "# Parameters"  # how papermill's injected cell starts
 DEFAULTS_KEY = "fedlib_defaults"  # the parameters cell's metadata: its values as the notebook shipped
-NOTE_KEY = "note"  # in a profile's section: a sentence the notebook prints under that profile, not a parameter
-OUTCOME_KEY = "outcome"  # in the lesson section: the note's verdict and numbers, machine-readable, not a parameter
-# (tests/notebooks/test_lesson_outcomes.py checks them against the committed lesson runs)
-TRY_IT_KEY = "try_it"  # in the lesson section: what each Try-it prompt shows, in the prompts' order, not a parameter
-# (a list of {see: text, numbers: [...]}; tests/notebooks/test_try_it_outcomes.py checks the numbers)
-PROSE_KEYS = (NOTE_KEY, OUTCOME_KEY, TRY_IT_KEY)  # a section's keys that say what the profile shows; never parameters
+# A section's prose keys, never parameters: the sentence a notebook prints under the profile, the lesson's verdict and
+# numbers, what each Try-it prompt shows (tests/notebooks/test_lesson_outcomes.py, test_try_it_outcomes.py check them)
+NOTE_KEY, OUTCOME_KEY, TRY_IT_KEY = PROSE_KEYS = ("note", "outcome", "try_it")
+PROSE_KINDS = {NOTE_KEY: (str, "one sentence (a string)"), OUTCOME_KEY: (dict, "a mapping (verdict, numbers)"),
+               TRY_IT_KEY: (list, "a list, one {see: text, numbers: [...]} or null per prompt")}
 
 
 def find_root(stem: str) -> Path:
@@ -110,17 +109,11 @@ def load_profiles(profiles_dir: Path, stem: str) -> dict[str, dict]:
             raise FedlibError(f"{path}: profile {name!r} sets profile; a profile section cannot choose another "
                               "profile, drop that key")
     for name, params in profiles.items():
-        note = (params or {}).get(NOTE_KEY)
-        if note is not None and not isinstance(note, str):
-            raise FedlibError(f"{path}: profile {name!r}: {NOTE_KEY} must be one sentence (a string)")
-        outcome = (params or {}).get(OUTCOME_KEY)
-        if outcome is not None and not isinstance(outcome, dict):
-            raise FedlibError(f"{path}: profile {name!r}: {OUTCOME_KEY} must be a mapping (verdict, numbers)")
-        seen = (params or {}).get(TRY_IT_KEY)
-        if seen is not None and not (isinstance(seen, list) and all(
-                item is None or (isinstance(item, dict) and isinstance(item.get("see"), str)) for item in seen)):
-            raise FedlibError(f"{path}: profile {name!r}: {TRY_IT_KEY} must be a list, one entry per prompt: "
-                              "{see: what the student should see, numbers: [...]} or null")
+        for key, (kind, what) in PROSE_KINDS.items():
+            value = (params or {}).get(key)
+            if value is not None and not (isinstance(value, kind) and (key != TRY_IT_KEY or all(
+                    item is None or isinstance(item, dict) and isinstance(item.get("see"), str) for item in value))):
+                raise FedlibError(f"{path}: profile {name!r}: {key} must be {what}")
     return {name: {k: v for k, v in (params or {}).items() if k not in PROSE_KEYS} for name, params in profiles.items()}
 
 

@@ -134,6 +134,15 @@ def test_a_profiles_note_is_no_parameter_and_must_be_a_sentence(tmp_path):
         load_profiles(tmp_path, "bad")
 
 
+def test_try_it_outcomes_are_no_parameter_and_must_be_a_list_of_entries(tmp_path):
+    (tmp_path / "nb.yaml").write_text("lesson:\n  try_it: [null, {see: FedProx falls behind, numbers: []}]\n  rounds: 4\n")
+    assert load_profiles(tmp_path, "nb") == {"lesson": {"rounds": 4}}
+    for bad in ("{see: one}", "[just text]", "[{numbers: []}]"):
+        (tmp_path / "bad.yaml").write_text(f"lesson:\n  try_it: {bad}\n")
+        with pytest.raises(FedlibError, match=r"try_it must be a list, one \{see"):
+            load_profiles(tmp_path, "bad")
+
+
 def test_relative_folders_resolve_against_the_repository_from_any_cwd(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     cell = cell_defaults(REPO_ROOT / "notebooks" / "getting_started.ipynb")
