@@ -18,9 +18,10 @@ import re
 import sys
 from pathlib import Path
 
-import yaml
-
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+from fedlib.reporting.notebook import TRY_IT_KEY, load_profiles, read_profile_file  # noqa: E402
+
 HEADING = "## Try it"
 ASSIGNMENT = re.compile(r"`(\w+) = ([^`]+)`")  # how a prompt sets a parameter: `name = value` (value in YAML)
 INTRO = ("Change one parameter in the parameters cell, write down what you expect the figure or table to "
@@ -281,8 +282,8 @@ def outcomes(stem: str) -> list[str | None]:
     """What each prompt of ``stem`` shows, from the ``try_it`` list of its lesson profile (one entry per
     prompt, in order; None where none is written yet)."""
     path = ROOT / "profiles" / f"{stem}.yaml"
-    section = ((yaml.safe_load(path.read_text(encoding="utf-8")) or {}).get("lesson") or {}) if path.exists() else {}
-    entries = section.get("try_it") or []
+    load_profiles(ROOT / "profiles", stem)  # the file's checks, the try_it list's kind among them
+    entries = ((read_profile_file(path) or {}).get("lesson") or {}).get(TRY_IT_KEY) or []
     if len(entries) > len(PROMPTS[stem][0]):
         raise SystemExit(f"{path}: try_it has {len(entries)} entries for {len(PROMPTS[stem][0])} prompts")
     return [(" ".join(e["see"].split()) if e else None) for e in entries] + [None] * (len(PROMPTS[stem][0]) - len(entries))
