@@ -19,6 +19,8 @@ from fedlib.errors import FedlibError, one_of
 _NAME_KINDS = {"dataset": "dataset", "datasets": "dataset", "lam_datasets": "dataset", "ablation_dataset": "dataset",
                "table4_dataset": "dataset", "model": "model", "models": "model", "backbones": "model",
                "partition": "partition", "partitions": "partition", "methods": "method"}
+# list parameters for which an empty list means "none" (no extra runs), not a mistake
+_MAY_BE_EMPTY = {"confirm_readings"}
 
 
 def check_parameters(stem: str, declared: dict, values: dict) -> None:
@@ -27,7 +29,7 @@ def check_parameters(stem: str, declared: dict, values: dict) -> None:
     naming a value twice, or an unknown dataset, method, model or partition name."""
     for name, value in values.items():
         if name in declared:
-            _check_kind(f"{stem}: parameter {name}", declared[name], value)
+            _check_kind(f"{stem}: parameter {name}", declared[name], value, name in _MAY_BE_EMPTY)
             _check_names(f"{stem}: parameter {name}", name, value)
 
 
@@ -53,7 +55,7 @@ def _fits(declared: str, value: Any) -> bool:
     return kind == declared or (declared == "float" and kind == "int")
 
 
-def _check_kind(where: str, default: Any, value: Any) -> None:
+def _check_kind(where: str, default: Any, value: Any, empty_ok: bool = False) -> None:
     declared = _kind(default)
     if declared is None or (value is None and declared not in ("list", "dict")):
         return
@@ -61,7 +63,7 @@ def _check_kind(where: str, default: Any, value: Any) -> None:
         example = f" like {_example(default)}" if declared in ("list", "dict") else ""
         raise FedlibError(f"{where} takes {_WANTED[declared]}{example}, got {value!r} ({type(value).__name__})")
     if declared == "list":
-        _check_list(where, list(default), list(value))
+        _check_list(where, list(default), list(value), empty_ok)
     elif declared == "dict":
         kinds = {_kind(v) for v in default.values()} - {None}
         if len(kinds) == 1 and kinds < {"bool", "int", "float", "str"}:
@@ -71,8 +73,8 @@ def _check_kind(where: str, default: Any, value: Any) -> None:
                     raise FedlibError(f"{where}[{key!r}] takes {_WANTED[wanted]}, got {item!r}")
 
 
-def _check_list(where: str, default: list, value: list) -> None:
-    if default and not value:
+def _check_list(where: str, default: list, value: list, empty_ok: bool = False) -> None:
+    if default and not value and not empty_ok:
         raise FedlibError(f"{where} is an empty list; give at least one value, like {_example(default)}")
     kinds = {_kind(item) for item in default}
     if len(kinds) == 1 and kinds < {"bool", "int", "float", "str"}:

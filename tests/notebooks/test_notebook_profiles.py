@@ -53,16 +53,16 @@ def test_passed_beats_profile_beats_the_parameters_cell():
     resolved = resolve_parameters("getting_started", cell, {"profile": "quick", "rounds": 2, "seeds": "[0, 1]"})
     assert resolved["rounds"] == 2 and resolved["seeds"] == [0, 1]  # passed
     assert resolved["dataset"] == quick["dataset"] != cell["dataset"]  # the profile
-    assert resolved["beta"] == cell["beta"] and "beta" not in quick  # the parameters cell
+    assert resolved["prox_mu"] == cell["prox_mu"] and "prox_mu" not in quick  # the parameters cell
 
 
 def test_an_edit_kept_in_jupyterlab_wins_over_the_profile_and_passed_values_over_both():
     cell = cell_defaults(REPO_ROOT / "notebooks" / "getting_started.ipynb")
-    edited = {**cell, "profile": "quick", "rounds": 30, "beta": 0.1}
+    edited = {**cell, "profile": "quick", "rounds": 30, "beta": 0.3}
     kept = edited_names(edited, shipped_defaults(REPO_ROOT / "notebooks" / "getting_started.ipynb"))
     assert kept == {"rounds", "beta"}  # profile selects, it is not an edit
     resolved = resolve_parameters("getting_started", edited, {}, kept=kept)
-    assert resolved["rounds"] == 30 and resolved["beta"] == 0.1  # as edited
+    assert resolved["rounds"] == 30 and resolved["beta"] == 0.3  # as edited
     assert resolved["dataset"] == "fashion_mnist"  # not edited: the quick profile's
     assert resolve_parameters("getting_started", edited, {"rounds": 7}, kept=kept)["rounds"] == 7
 
@@ -79,8 +79,8 @@ def test_every_override_is_printed_as_old_to_new_with_its_source():
     resolved = resolve_parameters("getting_started", cell, {}, kept=set())  # as papermill: the profile wins
     lines = describe("getting_started", cell, resolved, set(), set(), REPO_ROOT).splitlines()
     assert lines[0] == "profile quick (profiles/getting_started.yaml); differs from the parameters cell:"
-    assert "  rounds: 30 -> 15 (profile quick)" in lines and "  dataset: digits -> fashion_mnist (profile quick)" in lines
-    assert not any(line.lstrip().startswith(("beta", "results_dir")) for line in lines)  # unchanged: not listed
+    assert "  rounds: 30 -> 15 (profile quick)" in lines and "  dataset: mnist -> fashion_mnist (profile quick)" in lines
+    assert not any(line.lstrip().startswith(("clients", "results_dir")) for line in lines)  # unchanged: not listed
     kept = resolve_parameters("getting_started", cell, {}, kept={"rounds"})
     assert "  rounds: 30 as you edited it (profile quick has 15)" in \
         describe("getting_started", cell, kept, set(), {"rounds"}, REPO_ROOT).splitlines()
@@ -179,7 +179,7 @@ def test_outside_a_kernel_the_caller_sets_every_parameter(tmp_path, monkeypatch)
     assert namespace["figures_dir"] == str(REPO_ROOT / "output" / "quick" / "figures")
     namespace = {**cell, "profile": "quick"}
     apply_profile("getting_started", namespace)
-    assert namespace["dataset"] == "digits" and "dataset" in namespace["profile"].edits
+    assert namespace["dataset"] == "mnist" and "dataset" in namespace["profile"].edits
     assert namespace["figures_dir"] == str(REPO_ROOT / "output" / "quick-edited" / "figures")
 
 
@@ -243,18 +243,21 @@ def test_the_cell_after_the_parameters_cell_applies_this_notebooks_profile(path:
 
 
 @each_notebook
-def test_the_parameters_cell_is_the_smoke_profile(path: Path):
-    """What the reader sees in the parameters cell runs by default: the smoke section sets only what
-    differs from the cell, and resolving it leaves every value of the cell as written (folders and
-    device aside). Values compare by repr, so 1 and 1.0 or a list and a tuple count as different."""
+def test_the_parameters_cell_is_the_lesson_profile(path: Path):
+    """What the reader sees in the parameters cell is what the notebook runs as shipped: the cell
+    selects the lesson profile, the lesson section of its profiles file sets no parameter (only its
+    prose), and resolving it leaves every value of the cell as written (folders and device aside).
+    The smoke, quick and paper profiles are the overrides. Values compare by repr, so 1 and 1.0 or a
+    list and a tuple count as different."""
     cell = cell_defaults(path)
-    smoke = load_profiles(REPO_ROOT / "profiles", path.stem)["smoke"]
-    repeated = sorted(name for name, value in smoke.items() if name in cell and repr(cell[name]) == repr(value))
-    assert not repeated, f"the smoke section of profiles/{path.stem}.yaml repeats the parameters cell: {repeated}"
-    resolved = resolve_parameters(path.stem, cell, {"profile": "smoke"}, root=REPO_ROOT)
+    assert cell["profile"] == "lesson", "ship the parameters cell with profile = \"lesson\" and its values"
+    lesson = load_profiles(REPO_ROOT / "profiles", path.stem)["lesson"]
+    assert not lesson, f"the lesson section of profiles/{path.stem}.yaml sets {sorted(lesson)}: write them into the cell"
+    resolved = resolve_parameters(path.stem, cell, {}, root=REPO_ROOT)
     rewritten = [name for name in cell if name.endswith("_dir") or name == "device"]
     changed = sorted(name for name in cell if name not in rewritten and repr(resolved[name]) != repr(cell[name]))
-    assert not changed, f"the smoke profile changes {changed}: write its values into the parameters cell"
+    assert not changed, f"the lesson profile changes {changed}: write its values into the parameters cell"
+    assert str(resolved["profile"]) == "lesson" and not getattr(resolved["profile"], "edits", None)
 
 
 # ---------------------------------------------------------------- executed
@@ -333,10 +336,11 @@ def test_jupyterlab_runs_the_edited_cell_and_prints_each_override(tmp_path: Path
     (repo / "notebooks").mkdir(parents=True)
     (repo / "profiles").mkdir()
     shutil.copy(REPO_ROOT / "notebooks" / "getting_started.ipynb", repo / "notebooks")
-    (repo / "profiles" / "getting_started.yaml").write_text("smoke: {}\nquick: {rounds: 1, batch_size: 16}\n")
+    (repo / "profiles" / "getting_started.yaml").write_text(
+        "lesson: {}\nquick: {rounds: 1, batch_size: 16, dataset: digits, max_train_samples: null}\n")
     notebook = nbformat.read(repo / "notebooks" / "getting_started.ipynb", as_version=4)
     source = notebook.cells[1].source
-    for old, new in (('profile = "smoke"', 'profile = "quick"'), ("rounds = 3 ", "rounds = 2 "),
+    for old, new in (('profile = "lesson"', 'profile = "quick"'), ("rounds = 20 ", "rounds = 2 "),
                      ('results_dir = "results"', f"results_dir = {str(tmp_path / 'store')!r}")):
         assert old in source
         source = source.replace(old, new)
@@ -349,7 +353,7 @@ def test_jupyterlab_runs_the_edited_cell_and_prints_each_override(tmp_path: Path
     assert {c["rounds"] for c in configs} == {2} and {c["batch_size"] for c in configs} == {16}
     printed = "".join(o.get("text", "") for o in notebook.cells[2].outputs)
     assert "rounds: 2 as you edited it (profile quick has 1)" in printed
-    assert "batch_size: 32 -> 16 (profile quick)" in printed
+    assert "batch_size: 50 -> 16 (profile quick)" in printed and "dataset: mnist -> digits (profile quick)" in printed
 
 
 @pytest.mark.notebook
@@ -371,16 +375,18 @@ def test_papermill_jupyterlab_and_reproduce_draw_the_same_figure(tmp_path: Path)
 
     figure.unlink(missing_ok=True)
     papermill.execute_notebook(str(notebook), str(tmp_path / "pm.ipynb"), kernel_name="python3", cwd=str(REPO_ROOT),
-                               parameters={"results_dir": str(tmp_path / "papermill")}, progress_bar=False)
+                               parameters={"profile": "smoke", "results_dir": str(tmp_path / "papermill")},
+                               progress_bar=False)
     keep("papermill")
     [run] = run_notebooks("smoke", name, kernel="python3", log_output=False, out_dir=tmp_path / "executed",
                           results_dir=tmp_path / "reproduce")
     assert run.ok, run.note
     keep("reproduce")
     edited = nbformat.read(notebook, as_version=4)  # JupyterLab: edit the parameters cell, run all, in notebooks/
-    assert 'results_dir = "results"' in edited.cells[1].source
-    edited.cells[1].source = edited.cells[1].source.replace('results_dir = "results"',
-                                                            f"results_dir = {str(tmp_path / 'jupyterlab')!r}")
+    assert 'results_dir = "results"' in edited.cells[1].source and 'profile = "lesson"' in edited.cells[1].source
+    edited.cells[1].source = edited.cells[1].source.replace(
+        'results_dir = "results"', f"results_dir = {str(tmp_path / 'jupyterlab')!r}").replace(
+        'profile = "lesson"', 'profile = "smoke"')
     nbclient.NotebookClient(edited, kernel_name="python3", resources={"metadata": {"path": str(notebook.parent)}}
                             ).execute()
     keep("jupyterlab")
