@@ -25,8 +25,8 @@ from fedlib.reporting.notebook import TRY_IT_KEY, load_profiles, read_profile_fi
 HEADING = "## Try it"
 ASSIGNMENT = re.compile(r"`(\w+) = ([^`]+)`")  # how a prompt sets a parameter: `name = value` (value in YAML)
 INTRO = ("Change one parameter in the parameters cell, write down what you expect the figure or table to "
-         "do, run all cells, and compare. Your edit is kept over the profile's value, and the cell under the "
-         "parameters cell says so; runs already in the store are reused, so only the changed runs train.")
+         "do, run all cells, and compare. The cell under the parameters cell lists your edit; runs already in the "
+         "store are reused, so only the changed runs train.")
 
 # notebook -> (prompts, code links as (path in the repository, what to read there))
 PROMPTS: dict[str, tuple[list[str], list[tuple[str, str]]]] = {
