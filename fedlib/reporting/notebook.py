@@ -15,9 +15,9 @@ first:
 
 So ``papermill nb.ipynb out.ipynb -p profile quick``, JupyterLab (``profile = "quick"`` in the
 parameters cell) and ``./reproduce.sh --profile quick`` run the same settings; ``profile = None``
-runs the parameters cell as written. Papermill passes values as a cell of its own, right after the
-parameters cell and starting with ``# Parameters``; that cell, read back from the kernel's input
-history, is what tells a passed value from a default.
+runs the parameters cell as written: as shipped, the lesson profile's values (its section sets none).
+Papermill passes values as a cell of its own, right after the parameters cell and starting with
+``# Parameters``; that cell, read back from the kernel's input history, tells a passed value from a default.
 
 In JupyterLab (no papermill cell) the cell a reader edits is the run they get: a value that differs
 from the one the notebook shipped with (recorded in the parameters cell's metadata under
