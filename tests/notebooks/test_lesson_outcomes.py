@@ -27,7 +27,10 @@ class's final accuracy), ``class_gap`` (best - worst final class), ``best_minus_
 (mean points below the best-so-far over the rounds after the half, as fedlmd_fig6 ranks curves),
 ``peak_worst_class`` (highest worst-class accuracy over the rounds), ``class_swing:<name>`` (largest change of
 that class between consecutive rounds), ``experts_fired@<round>`` and ``peak_experts_fired`` (PKD: % of local
-samples on which any expert fired, experts summed; rounds counted from 1).
+samples on which any expert fired, experts summed; rounds counted from 1), ``prediction_tv@<first>-<last>``
+(FedLMD Fig. 2: the mean over those rounds, counted from 1, of the total-variation distance between the global
+model's predicted-class mix on the test set and the test set's label mix) and ``top_sampled_rounds`` (the number
+of rounds whose most-predicted class is the round's most-sampled one).
 
 Numbers a stored run does not give (an analysis cache, a paper's figure, a count of rounds) are not declared.
 Nothing trains here: the runs come from ``reference_results/`` only, and a run it lacks fails the test.
@@ -133,6 +136,10 @@ class StoredRun:
             self._rounds = self._record.read_rounds()
         return self._rounds
 
+    @property
+    def meta(self) -> dict:
+        return self._record.read_meta()
+
     def class_index(self, name: str) -> int:
         names = self.summary["class_names"]
         assert name in names, f"no class {name!r}; the classes are {names}"
@@ -165,6 +172,25 @@ def _fired_at(run: StoredRun, number: str) -> float:
     return _experts_fired(entry[0])
 
 
+def _prediction_tv(run: StoredRun, span: str) -> float:
+    from fedlib.analysis.prediction_stats import PREDICTED_KEY, row_fractions, total_variation
+
+    first, last = (int(n) for n in span.split("-"))
+    counts = [r[PREDICTED_KEY] for r in run.rounds if r["round"] + 1 in range(first, last + 1)]
+    assert len(counts) == last - first + 1, f"prediction counts stored for {len(counts)} of rounds {span}"
+    gap = total_variation(row_fractions(counts), row_fractions(run.meta["trained_data"]["test_per_class"]))
+    return float(gap.mean())
+
+
+def _top_sampled_rounds(run: StoredRun, _) -> int:
+    from fedlib.analysis.prediction_stats import PREDICTED_KEY, SAMPLED_KEY
+
+    rounds = [r for r in run.rounds if PREDICTED_KEY in r]
+    assert rounds, "no predicted-class counts in this run's rounds"
+    return sum(max(range(len(r[SAMPLED_KEY])), key=r[SAMPLED_KEY].__getitem__)
+               == max(range(len(r[PREDICTED_KEY])), key=r[PREDICTED_KEY].__getitem__) for r in rounds)
+
+
 METRICS = {  # name -> (run, argument) -> value in the note's unit
     "best": lambda run, _: 100 * run.summary["best_accuracy"],
     "final": lambda run, _: 100 * run.summary["final_accuracy"],
@@ -178,6 +204,8 @@ METRICS = {  # name -> (run, argument) -> value in the note's unit
     "class_swing": _swing,
     "experts_fired": _fired_at,
     "peak_experts_fired": lambda run, _: max(_experts_fired(r) for r in run.rounds),
+    "prediction_tv": _prediction_tv,
+    "top_sampled_rounds": _top_sampled_rounds,
 }
 
 
