@@ -29,8 +29,9 @@ class's final accuracy), ``class_gap`` (best - worst final class), ``best_minus_
 that class between consecutive rounds), ``experts_fired@<round>`` and ``peak_experts_fired`` (PKD: % of local
 samples on which any expert fired, experts summed; rounds counted from 1), ``prediction_tv@<first>-<last>``
 (FedLMD Fig. 2: the mean over those rounds, counted from 1, of the total-variation distance between the global
-model's predicted-class mix on the test set and the test set's label mix) and ``top_sampled_rounds`` (the number
-of rounds whose most-predicted class is the round's most-sampled one).
+model's predicted-class mix on the test set and the test set's label mix), ``top_sampled_rounds`` (the number
+of rounds whose most-predicted class is the round's most-sampled one) and ``mask_filtered@<round>`` (FedCSD Fig. 5:
+% of the teacher's soft labels its adaptive mask filtered out in that round, counted from 1).
 
 Numbers a stored run does not give (an analysis cache, a paper's figure, a count of rounds) are not declared.
 Nothing trains here: the runs come from ``reference_results/`` only, and a run it lacks fails the test.
@@ -206,6 +207,8 @@ METRICS = {  # name -> (run, argument) -> value in the note's unit
     "peak_experts_fired": lambda run, _: max(_experts_fired(r) for r in run.rounds),
     "prediction_tv": _prediction_tv,
     "top_sampled_rounds": _top_sampled_rounds,
+    "mask_filtered": lambda run, number: 100 * next(r["mask_filtered"] for r in run.rounds
+                                                    if r["round"] + 1 == int(number)),
 }
 
 
