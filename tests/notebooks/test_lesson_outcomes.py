@@ -184,12 +184,20 @@ def _prediction_tv(run: StoredRun, span: str) -> float:
 
 
 def _top_sampled_rounds(run: StoredRun, _) -> int:
+    import numpy as np
+
     from fedlib.analysis.prediction_stats import PREDICTED_KEY, SAMPLED_KEY
 
     rounds = [r for r in run.rounds if PREDICTED_KEY in r]
     assert rounds, "no predicted-class counts in this run's rounds"
-    return sum(max(range(len(r[SAMPLED_KEY])), key=r[SAMPLED_KEY].__getitem__)
-               == max(range(len(r[PREDICTED_KEY])), key=r[PREDICTED_KEY].__getitem__) for r in rounds)
+    sampled, predicted = (np.array([r[key] for r in rounds]) for key in (SAMPLED_KEY, PREDICTED_KEY))
+    return int((sampled.argmax(axis=1) == predicted.argmax(axis=1)).sum())
+
+
+def _mask_filtered_at(run: StoredRun, number: str) -> float:
+    entry = [r for r in run.rounds if r["round"] + 1 == int(number)]
+    assert entry and "mask_filtered" in entry[0], f"no mask_filtered in round {number}"
+    return 100 * entry[0]["mask_filtered"]
 
 
 METRICS = {  # name -> (run, argument) -> value in the note's unit
@@ -207,8 +215,7 @@ METRICS = {  # name -> (run, argument) -> value in the note's unit
     "peak_experts_fired": lambda run, _: max(_experts_fired(r) for r in run.rounds),
     "prediction_tv": _prediction_tv,
     "top_sampled_rounds": _top_sampled_rounds,
-    "mask_filtered": lambda run, number: 100 * next(r["mask_filtered"] for r in run.rounds
-                                                    if r["round"] + 1 == int(number)),
+    "mask_filtered": _mask_filtered_at,
 }
 
 
