@@ -234,7 +234,8 @@ PROMPTS: dict[str, tuple[list[str], list[tuple[str, str]]]] = {
         "read from the same stored runs. Does reading (a) keep its sign on both seeds?",
         "`window = [21, 30]` in the paper profile (the first ten KD rounds): a fresh start should trail FedAvg "
         "there. By how much, and for how long?",
-        "`lam = 5.0`: a stronger KD term for every reading. Does the firing curve change shape?",
+        "`focus_class = 0`: read T-shirt/top, the other class of Shirt's group, from the same stored runs. Where "
+        "does the accuracy Shirt loses go?",
     ], [("fedlib/algorithms/pkd.py", "`partial_kd_loss` (`normalise`) and `PKD.begin_round` (`student_init`)"),
         ("fedlib/analysis/pkd_readings.py", "the readouts and `verdict`, the rule fixed before the runs")]),
     "pkd_table1_4_class_accuracy": ([

@@ -127,6 +127,7 @@ class StoredRun:
         record = store.reference_record(cfg)
         assert record is not None, (f"{stem}: lesson run {cfg.hash()} ({cfg.method}) is not in reference_results/; "
                                     "build the lesson with tools/lesson_store.py")
+        self.config = cfg  # with summary and rounds: what fedlib's readers of a RunResult use
         self.summary = record.read_summary()
         self._record = record
         self._rounds = None
@@ -194,6 +195,63 @@ def _top_sampled_rounds(run: StoredRun, _) -> int:
     return int((sampled.argmax(axis=1) == predicted.argmax(axis=1)).sum())
 
 
+def _span(text: str) -> range:
+    """Rounds ``A-B`` (counted from 1, both included) as 0-based round numbers, as stored."""
+    first, last = (int(n) for n in text.split("-"))
+    return range(first - 1, last)
+
+
+def _window_mean(run: StoredRun, argument: str) -> float:
+    """``A-B:<class>``: the class's accuracy (%) averaged over rounds A-B (PKD's KD-stage readings)."""
+    span, name = argument.split(":", 1)
+    by_round = {r["round"]: r["class_accuracy"] for r in run.rounds if r.get("class_accuracy")}
+    rounds = _span(span)
+    assert all(r in by_round for r in rounds), f"class accuracies stored for {len(by_round)} rounds, not all of {span}"
+    return 100 * sum(by_round[r][run.class_index(name)] for r in rounds) / len(rounds)
+
+
+def _window_spread(run: StoredRun, argument: str) -> float:
+    """``A-B:<class>``: the sample standard deviation (points) of the class's accuracy over rounds A-B."""
+    import statistics
+
+    span, name = argument.split(":", 1)
+    values = [100 * r["class_accuracy"][run.class_index(name)] for r in run.rounds
+              if r.get("class_accuracy") and r["round"] in _span(span)]
+    assert len(values) == len(_span(span)), f"class accuracies stored for {len(values)} of rounds {span}"
+    return statistics.stdev(values)
+
+
+def _peak_worst_class(run: StoredRun, span: str | None) -> float:
+    """The highest worst-class accuracy (%) in any round, or in rounds ``A-B`` only."""
+    rounds = [r for r in run.rounds if r.get("class_accuracy") and (span is None or r["round"] in _span(span))]
+    assert rounds, f"no class accuracies stored for rounds {span}"
+    return 100 * max(min(r["class_accuracy"]) for r in rounds)
+
+
+def _cost_options(options: list[str]) -> tuple[str, int]:
+    """``all`` or ``fired`` (the default) and ``from=N`` (rounds counted from 1; default: round 1)."""
+    outputs = "all" if "all" in options else "fired"
+    start = next((int(o.split("=")[1]) - 1 for o in options if o.startswith("from=")), 0)
+    return outputs, start
+
+
+def _cost_to(run: StoredRun, argument: str) -> float:
+    """``T[:all][:from=N]``: PKD's cost in U until the worst class first reaches T % (Tables 9-10)."""
+    from fedlib.reporting.cost_units import cost_to_reach
+
+    target, *options = argument.split(":")
+    outputs, start = _cost_options(options)
+    return cost_to_reach(run, [float(target)], expert_outputs=outputs, from_round=start)[float(target)]
+
+
+def _cost_total(run: StoredRun, argument: str | None) -> float:
+    """``[all]``: the run's whole cost in U (Tables 9-10's unit)."""
+    from fedlib.reporting.cost_units import round_cost_units
+
+    outputs, _ = _cost_options((argument or "").split(":"))
+    return float(round_cost_units(run, outputs)["cumulative"].iloc[-1])
+
+
 def _mask_filtered_at(run: StoredRun, number: str) -> float:
     entry = [r for r in run.rounds if r["round"] + 1 == int(number)]
     assert entry and "mask_filtered" in entry[0], f"no mask_filtered in round {number}"
@@ -208,8 +266,11 @@ METRICS = {  # name -> (run, argument) -> value in the note's unit
     "class_gap": lambda run, _: 100 * (max(run.summary["class_accuracy"]) - min(run.summary["class_accuracy"])),
     "best_minus_final": lambda run, _: 100 * (run.summary["best_accuracy"] - run.summary["final_accuracy"]),
     "drop_second_half": lambda run, _: _drop_second_half(run),
-    "peak_worst_class": lambda run, _: 100 * max(min(r["class_accuracy"]) for r in run.rounds
-                                                 if r.get("class_accuracy")),
+    "peak_worst_class": _peak_worst_class,
+    "window_mean": _window_mean,
+    "window_spread": _window_spread,
+    "cost_u": _cost_to,
+    "cost_total": _cost_total,
     "class_swing": _swing,
     "experts_fired": _fired_at,
     "peak_experts_fired": lambda run, _: max(_experts_fired(r) for r in run.rounds),
