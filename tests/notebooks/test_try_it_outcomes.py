@@ -18,7 +18,7 @@ from tools.try_it import ASSIGNMENT, PROMPTS, SEE, cell_text  # noqa: E402
 
 OUTCOMES = {(stem, number): entry for stem, section in LESSONS.items()
             for number, entry in enumerate(section.get("try_it") or [], 1) if entry}
-WRITTEN = 83  # Try-it outcomes written so far (of 111 prompts); raise it as more are run
+WRITTEN = 86  # Try-it outcomes written so far (of 111 prompts); raise it as more are run
 each_outcome = pytest.mark.parametrize("stem,number", sorted(OUTCOMES))
 
 
@@ -49,6 +49,52 @@ def test_every_number_of_the_outcome_is_in_its_text_and_the_stored_runs(stem, nu
     see = " ".join(entry["see"].split())
     for item in numbers:
         assert number_in(see, item["value"]), f"{stem} Try-it {number}: {item['value']} is not a figure of its text"
+    drawn = [item for item in numbers if "partition" in item]  # a lesson that trains nothing: its partitions
+    if drawn:
+        wrong = partition_numbers_unlike(stem, drawn, edits(stem, number))
+        assert not wrong, f"{stem} Try-it {number}: the outcome's numbers differ from the partitions drawn: " + "; ".join(wrong)
     configs = declared_runs(stem, tmp_path, edits(stem, number))
-    wrong = numbers_unlike_the_runs(numbers, configs, f"{stem} Try-it {number}")
+    wrong = numbers_unlike_the_runs([item for item in numbers if "partition" not in item], configs,
+                                    f"{stem} Try-it {number}")
     assert not wrong, f"{stem} Try-it {number}: the outcome's numbers differ from the committed runs: " + "; ".join(wrong)
+
+
+# ------------------------------------------------------------------ the partitions of a lesson that trains nothing
+PARTITION_METRICS = {  # name -> per-client summary (vacant classes, size) -> value
+    "vacant_mean": lambda vacant, size: float(vacant.mean()),
+    "vacant_cells": lambda vacant, size: int(vacant.sum()),
+    "vacant_min": lambda vacant, size: int(vacant.min()),
+    "vacant_max": lambda vacant, size: int(vacant.max()),
+    "size_min": lambda vacant, size: int(size.min()),
+    "size_max": lambda vacant, size: int(size.max()),
+}
+
+
+def partition_numbers_unlike(stem: str, numbers: list[dict], prompt_edits: dict) -> list[str]:
+    """The numbers (value, metric, ``partition``: dirichlet or quantity, optional ``params`` over the prompt's
+    edits) that the partition the notebook draws does not give; drawn from the training labels as the notebook
+    draws them (fedvls_fig3_partitions)."""
+    from fedlib.datasets.data import load_dataset
+    from fedlib.datasets.partition import make_partition
+    from fedlib.errors import FedlibError
+    from fedlib.paper.plan import notebook_parameters
+    from fedlib.reporting.notebook import load_profiles
+    from tests.notebooks.test_lesson_outcomes import same_as_printed
+
+    wrong = []
+    for item in numbers:
+        given = {**load_profiles(ROOT / "profiles", stem)["lesson"], **prompt_edits, **item.get("params", {})}
+        p = notebook_parameters(ROOT / "notebooks" / f"{stem}.ipynb", given)
+        try:
+            data = load_dataset(p["dataset"], data_dir=p["data_dir"], download=False)
+        except FedlibError as error:
+            pytest.skip(f"{p['dataset']} is not on disk: {error}")
+        options = ({"beta": p["beta"]} if item["partition"] == "dirichlet" else
+                   {"classes_per_client": p["classes_per_client"], "quantity_split": p["quantity_split"]})
+        summary = make_partition(item["partition"], data.train_y.numpy(), p["clients"], data.num_classes, p["seed"],
+                                 **options).summary()
+        value = PARTITION_METRICS[item["metric"]](summary["vacant_classes"].map(len), summary["size"])
+        if not same_as_printed(value, item["value"]):
+            wrong.append(f"{item['value']} ({item['metric']} of the {item['partition']} partition"
+                         f"{', ' + str(item['params']) if item.get('params') else ''}): drawn {value}")
+    return wrong
