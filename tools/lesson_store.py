@@ -72,7 +72,7 @@ def execute(notebook: Path, scratch: Path, publish: bool, threads: int | None, s
     if threads:
         command += ["--threads", str(threads)]
     started = time.time()
-    env = {**os.environ, MODEL_READS_ENV: str(scratch / MODEL_READS)}
+    env = {**os.environ, MODEL_READS_ENV: str((scratch / MODEL_READS).resolve())}  # the kernel runs elsewhere
     if standalone:
         env[store.REFERENCE_ENV] = "off"
     done = subprocess.run(command, cwd=ROOT, env=env)

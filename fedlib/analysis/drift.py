@@ -83,7 +83,7 @@ def drift_study(pretrained: RunResult, epochs: int, variants: dict[str, tuple[st
         raise FedlibError(f"epochs must be >= 1, got {epochs}")
     clients = list(range(pretrained.config.clients) if clients is None else clients)
     _check_clients(clients, pretrained.config.clients)
-    cache = _cache_path(pretrained, epochs, variants, clients, results_dir)
+    cache = cache_path(pretrained, epochs, variants, clients, results_dir)
     if cache is not None and cache.exists():
         return pd.read_csv(cache)
     global_state = pretrained.global_state()
@@ -231,8 +231,10 @@ def _measure(model: nn.Module, server: ServerState, reference: metrics.Predictio
     }
 
 
-def _cache_path(pretrained: RunResult, epochs: int, variants: dict, clients: list[int],
-                results_dir: str | os.PathLike | None) -> Path | None:
+def cache_path(pretrained: RunResult, epochs: int, variants: dict, clients: list[int],
+               results_dir: str | os.PathLike | None) -> Path | None:
+    """Where :func:`drift_study` caches its table for these inputs (None: no results store named): the working
+    store's file when it exists, else the committed reference store's, else the working store's path to write."""
     if results_dir is None:
         return None
     key = json.dumps({"run": pretrained.config.hash(), "epochs": epochs, "clients": clients,

@@ -53,9 +53,17 @@ def test_every_number_of_the_outcome_is_in_its_text_and_the_stored_runs(stem, nu
     if drawn:
         wrong = partition_numbers_unlike(stem, drawn, edits(stem, number))
         assert not wrong, f"{stem} Try-it {number}: the outcome's numbers differ from the partitions drawn: " + "; ".join(wrong)
+    updated = [item for item in numbers if "update" in item]  # a local-update lesson: its cached updates
+    if updated:
+        wrong = update_numbers_unlike(stem, updated, edits(stem, number), tmp_path)
+        assert not wrong, f"{stem} Try-it {number}: the outcome's numbers differ from the stored local updates: " + "; ".join(wrong)
+    drifted = [item for item in numbers if "drift" in item]  # FedCSD Fig. 1: its cached drift study
+    if drifted:
+        wrong = drift_numbers_unlike(stem, drifted, edits(stem, number), tmp_path)
+        assert not wrong, f"{stem} Try-it {number}: the outcome's numbers differ from the stored drift study: " + "; ".join(wrong)
     configs = declared_runs(stem, tmp_path, edits(stem, number))
-    wrong = numbers_unlike_the_runs([item for item in numbers if "partition" not in item], configs,
-                                    f"{stem} Try-it {number}")
+    wrong = numbers_unlike_the_runs([item for item in numbers if not {"partition", "update", "drift"} & set(item)],
+                                    configs, f"{stem} Try-it {number}")
     assert not wrong, f"{stem} Try-it {number}: the outcome's numbers differ from the committed runs: " + "; ".join(wrong)
 
 
@@ -97,4 +105,94 @@ def partition_numbers_unlike(stem: str, numbers: list[dict], prompt_edits: dict)
         if not same_as_printed(value, item["value"]):
             wrong.append(f"{item['value']} ({item['metric']} of the {item['partition']} partition"
                          f"{', ' + str(item['params']) if item.get('params') else ''}): drawn {value}")
+    return wrong
+
+
+# ------------------------------------------------------------------ the local updates of FedVLS Figs. 1, 2 and 4
+def _role_mean(result, role: str, which: str) -> float:
+    from fedlib.analysis.local_update import accuracy_by_role
+
+    return 100 * accuracy_by_role(result)[role][which]
+
+
+UPDATE_METRICS = {  # name -> (LocalUpdateResult, argument) -> value in %
+    "role": lambda result, argument: _role_mean(result, *argument.split(":")),  # role:<vacant|minority|majority>:<global|local>
+    "aggregated": lambda result, _: 100 * result.aggregated_accuracy,
+    "global": lambda result, _: 100 * result.global_accuracy,
+    "mean_local": lambda result, _: 100 * float(result.local_accuracy.mean()),
+}
+
+
+def _update_configs(stem: str, p: dict, global_cfg) -> dict:
+    from fedlib.paper.grids import fedvls
+
+    if stem == "fedvls_fig1_fig4_local_update":
+        return fedvls.local_update_panels(p, global_cfg)
+    return {"FedLC": fedvls.confusion_update(p, global_cfg)}
+
+
+def update_numbers_unlike(stem: str, numbers: list[dict], prompt_edits: dict, tmp_path: Path) -> list[str]:
+    """The numbers (value, metric, ``update``: the panel, optional ``params`` over the prompt's edits) that the
+    committed local-update caches do not give. A cache the reference store lacks is an error: nothing trains."""
+    from fedlib.analysis.local_update import cache_path, local_update
+    from fedlib.orchestration import experiments
+    from fedlib.paper.grids import fedvls
+    from fedlib.paper.plan import notebook_parameters
+    from fedlib.paper.reproduce import build_overrides
+    from fedlib.reporting.notebook import load_profiles
+    from tests.notebooks.test_lesson_outcomes import same_as_printed
+
+    wrong = []
+    overrides = build_overrides("lesson", "cpu", None, tmp_path / "results", tmp_path / "f", tmp_path / "t")
+    for item in numbers:
+        given = {**load_profiles(ROOT / "profiles", stem)["lesson"], **overrides, **prompt_edits, **item.get("params", {})}
+        p = notebook_parameters(ROOT / "notebooks" / f"{stem}.ipynb", given)
+        global_cfg = fedvls.local_update_global_model(p)
+        [trained] = experiments.run_all([global_cfg], results_dir=p["results_dir"], progress=False, render_only=True)
+        assert not trained.summary.get("not_run"), f"{stem}: the global model {global_cfg.hash()} is not committed"
+        cfg = _update_configs(stem, p, global_cfg)[item["update"]]
+        state = trained.global_state()
+        path = cache_path(cfg, state, round_index=p["rounds"], results_dir=p["results_dir"])
+        assert path.is_file(), f"{stem}: the {item['update']} local update is not committed ({path.name})"
+        result = local_update(cfg, state, round_index=p["rounds"], results_dir=p["results_dir"])  # reads the file
+        name, _, argument = item["metric"].partition("@")
+        value = UPDATE_METRICS[name](result, argument)
+        if not same_as_printed(value, item["value"]):
+            wrong.append(f"{item['value']} ({item['metric']} of {item['update']}"
+                         f"{', ' + str(item['params']) if item.get('params') else ''}): stored {value:.4f}")
+    return wrong
+
+
+# ------------------------------------------------------------------ FedCSD Fig. 1's drift study
+def drift_numbers_unlike(stem: str, numbers: list[dict], prompt_edits: dict, tmp_path: Path) -> list[str]:
+    """The numbers (value, metric ``<column>@<epoch>`` of :func:`fedlib.analysis.drift.drift_curves`, accuracies in
+    %, ``drift``: the variant's label, optional ``params``) that the committed drift study does not give."""
+    from fedlib.analysis import drift
+    from fedlib.orchestration import experiments
+    from fedlib.paper.grids import fedcsd
+    from fedlib.paper.plan import notebook_parameters
+    from fedlib.paper.reproduce import build_overrides
+    from fedlib.reporting.notebook import load_profiles
+    from tests.notebooks.test_lesson_outcomes import same_as_printed
+
+    wrong = []
+    overrides = build_overrides("lesson", "cpu", None, tmp_path / "results", tmp_path / "f", tmp_path / "t")
+    for item in numbers:
+        given = {**load_profiles(ROOT / "profiles", stem)["lesson"], **overrides, **prompt_edits, **item.get("params", {})}
+        p = notebook_parameters(ROOT / "notebooks" / f"{stem}.ipynb", given)
+        [pretrained] = experiments.run_all(fedcsd.fig1_drift(p), results_dir=p["results_dir"], progress=False,
+                                           render_only=True)
+        assert not pretrained.summary.get("not_run"), f"{stem}: the pre-training run is not committed"
+        variants = fedcsd.drift_variants(p)
+        clients = list(range(pretrained.config.clients))
+        path = drift.cache_path(pretrained, p["drift_epochs"], variants, clients, p["results_dir"])
+        assert path.is_file(), f"{stem}: the drift study is not committed ({path.name})"
+        curves = drift.drift_curves(drift.drift_study(pretrained, p["drift_epochs"], variants, results_dir=p["results_dir"],
+                                                      progress=False))
+        column, _, epoch = item["metric"].partition("@")
+        value = float(curves.loc[(item["drift"], int(epoch)), column])
+        value = 100 * value if column.endswith("accuracy") else value
+        if not same_as_printed(value, item["value"]):
+            wrong.append(f"{item['value']} ({item['metric']} of {item['drift']}"
+                         f"{', ' + str(item['params']) if item.get('params') else ''}): stored {value:.4f}")
     return wrong

@@ -91,6 +91,14 @@ def fig1_drift(p: Mapping) -> list[RunConfig]:
     return [figure_base(p, "beta", "seed", rounds=p["pretrain_rounds"], method="fedavg")]
 
 
+def drift_variants(p: Mapping) -> dict[str, tuple[str, dict]]:
+    """Fig. 1's local objectives, label -> (method, method_args): cross-entropy alone, with logit
+    distillation (``logit_mu``, ``logit_tau``) and with feature distillation (``feature_mu``)."""
+    return {"CE": ("fedavg", {}),
+            "CE + logit KD": ("fedavg_kd", {"beta": p["logit_mu"], "tau": p["logit_tau"]}),
+            "CE + feature KD": ("feature_kd", {"mu": p["feature_mu"]})}
+
+
 def fig3_fig4_sweeps(p: Mapping) -> dict[str, list[RunConfig]]:
     """Figs. 3 and 4, hyperparameter (mu, tau, alpha) -> FedCSD runs (value x seed) that change it
     alone around the defaults, then "fedavg" -> the reference runs (one per seed). All three

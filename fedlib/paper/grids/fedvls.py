@@ -125,6 +125,17 @@ def fig1_fig4_local_update(p: Mapping) -> list[RunConfig]:
     return [local_update_global_model(p)]
 
 
+def local_update_panels(p: Mapping, global_cfg: RunConfig) -> dict[str, RunConfig]:
+    """FedED Fig. 1 (a)-(d): the local update of every panel, from ``global_cfg``'s model with the same local
+    budget (``update_epochs``): FedAvg on IID data, FedAvg, FedLC and FedVLS on the Dirichlet partition."""
+    update = global_cfg.replace(local_epochs=p["update_epochs"])
+    return {"FedAvg, IID": update.replace(partition="iid"),
+            "FedAvg": update,
+            "FedLC": update.replace(method="fedlc", method_args={"tau": p["fedlc_tau"]}),
+            "FedVLS": update.replace(method="fedvls", method_args={"lam": p["fedvls_lam"],
+                                                                   "variant": p["fedvls_variant"]})}
+
+
 def fig2_confusion(p: Mapping) -> list[RunConfig]:
     """FedVLS Fig. 2 (confusion matrix of one client's FedLC local model): the initial global
     model, the notebook's one stored run (the same as Figs. 1 and 4). Not covered: the FedLC
@@ -136,6 +147,11 @@ def figure_method_args(p: Mapping) -> dict:
     """``method_args`` with FedVLS's lambda ``fedvls_lam`` (one value: a figure's one dataset)."""
     method_args = p["method_args"]
     return {**method_args, "fedvls": {**method_args.get("fedvls", {}), "lam": p["fedvls_lam"]}}
+
+
+def confusion_update(p: Mapping, global_cfg: RunConfig) -> RunConfig:
+    """FedVLS Fig. 2's local update: FedLC (``fedlc_tau``) for ``update_epochs`` from ``global_cfg``'s model."""
+    return global_cfg.replace(method="fedlc", method_args={"tau": p["fedlc_tau"]}, local_epochs=p["update_epochs"])
 
 
 def fig5_convergence(p: Mapping) -> list[RunConfig]:
