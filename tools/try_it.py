@@ -168,7 +168,7 @@ PROMPTS: dict[str, tuple[list[str], list[tuple[str, str]]]] = {
         ("fedlib/algorithms/fedavgm.py", "the server's momentum step")]),
     "fedcsd_fig1_drift": ([
         "`drift_epochs = 10`: predict how far the logits drift compared with the features.",
-        "`beta = 0.05`: stronger skew. Does the drift grow?",
+        "`beta = 0.1`: a stronger skew than the lesson's 0.5. Does the drift grow?",
         "`logit_mu = 0.01`: ten times the logit distillation. Does it hold the logits near the global "
         "model's?",
     ], [("fedlib/analysis/drift.py", "`drift_study`: the local epochs and what is measured after each"),
