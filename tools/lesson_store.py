@@ -83,20 +83,41 @@ def execute(notebook: Path, scratch: Path, publish: bool, threads: int | None, s
     return seconds
 
 
+TIMING_KEYS = ("seconds",)  # what a round records of the machine, not of the run: left out of the comparison
+
+
+def add_model(retrained: Path, committed: Path) -> Path:
+    """Give a committed metrics-only run the final model the notebook trained again (fedlib.engine.model_source)
+    in the scratch store: only when the retrained run's rounds equal the committed ones in every metric, so that
+    the model is the committed run's; its folder in the reference store, re-sealed over the model."""
+    record, reference = store.RunRecord(retrained), store.RunRecord(committed)
+    if not record.complete or not (retrained / store.FINAL_FILE).exists():
+        raise FedlibError(f"the notebook analysed the model of {committed.name}, which the reference store holds without "
+                          "it, and the scratch store has no finished retrain of it")
+    mine, theirs = ([{k: v for k, v in r.items() if k not in TIMING_KEYS} for r in x.read_rounds()]
+                    for x in (record, reference))
+    if mine != theirs:
+        first = next((i for i, (a, b) in enumerate(zip(mine, theirs)) if a != b), min(len(mine), len(theirs)))
+        raise FedlibError(f"run {committed.name} trained again here differs from the committed run from round {first + 1} "
+                          "on: its model is not the committed run's; delete the committed run and build the lessons "
+                          "that use it again")
+    store.write_atomic(committed / store.FINAL_FILE, (retrained / store.FINAL_FILE).read_bytes())
+    store.seal(committed)
+    return committed
+
+
 def publish_trained(scratch: Path) -> list[Path]:
     """Publish every complete run in ``scratch`` the reference store lacks: its metrics, and its
     final model when the notebook read it (a run it analyses); their folders in the reference store.
 
-    A model the notebook read from a run the reference store already held without its model is an
-    error: build the notebooks that analyse a model first, or that run's model is not committed."""
+    A model the notebook read from a run the reference store already held without its model (trained again
+    in the scratch store, fedlib.engine.model_source) is added to that run when the retrain's rounds are the
+    committed ones (:func:`add_model`); otherwise it is an error."""
     reads = scratch / MODEL_READS
     read = set(reads.read_text().split()) if reads.exists() else set()
     lacking = sorted(h for h in read if (reference_store() / h).exists()
                      and not (reference_store() / h / store.FINAL_FILE).exists())
-    if lacking:
-        raise FedlibError(f"the notebook analysed the model of {', '.join(lacking)}, which the reference store holds "
-                          "without it; delete those runs there and build this notebook again")
-    published = []
+    published = [add_model(scratch / h, reference_store() / h) for h in lacking]
     for folder in sorted(p for p in scratch.iterdir() if p.is_dir()):
         record = store.RunRecord(folder)
         if record.complete and not (reference_store() / folder.name / "summary.json").exists():

@@ -38,7 +38,8 @@ from fedlib.algorithms.base import Algorithm, ClientContext, weighted_average
 from fedlib.algorithms.client_training import train_client
 from fedlib.core.config import RunConfig
 from fedlib.core.state import ServerState, keyed_seed
-from fedlib.engine.engine import RunResult, prepare
+from fedlib.engine import model_source
+from fedlib.engine.engine import RunResult, prepare, render_only, retrain
 from fedlib.errors import FedlibError
 from fedlib.measures import metrics
 
@@ -153,7 +154,8 @@ def local_update(pretrained: RunResult, client_id: int, method: str | None = Non
     local_cfg = cfg.replace(**changes)
     _check_clients([client_id], cfg.clients)
     server, algorithm = prepare(local_cfg)
-    state = store.RunRecord(pretrained.folder).read_latest() if pretrained.folder else None
+    record = model_source.model_record(pretrained, retrain, render_only())  # one committed without it: trained again
+    state = record.read_latest() if record else None
     if state is None:
         raise FedlibError(f"no checkpoint or final model stored for run {cfg.hash()} in {pretrained.folder}")
     own_method = local_cfg.method == cfg.method and local_cfg.method_args == cfg.method_args

@@ -17,7 +17,7 @@ import math
 import os
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -34,6 +34,7 @@ from fedlib.datasets.augment import augment_spec, default_augmentation
 from fedlib.datasets.data_check import counts
 from fedlib.datasets.partition import make_partition
 from fedlib.datasets.sources import FILES, DataSource
+from fedlib.engine import model_source
 from fedlib.engine.backend_choice import choose_backend
 from fedlib.engine.backends import backend_named, stacked
 from fedlib.engine.evaluation import MAX_REPORTED_GROUPS, evaluate  # noqa: F401 - engine.evaluate, as before
@@ -124,6 +125,7 @@ class RunResult:
     summary: dict
     folder: Any = None
     origin: str = "trained"
+    working_store: Any = None  # the working store a served run was asked from: where its model is retrained if needed
 
     @classmethod
     def not_run(cls, config: RunConfig) -> "RunResult":
@@ -170,7 +172,8 @@ class RunResult:
     def global_state(self) -> dict[str, Tensor]:
         """The final global model's state (final.pt of a finished run; the resume checkpoint of a
         partial run, or of a run stored before final.pt existed)."""
-        state = store.RunRecord(self.folder).read_latest() if self.folder else None
+        record = model_source.model_record(self, retrain, render_only())  # one committed without it: trained again
+        state = record.read_latest() if record else None
         if state is None:
             raise FedlibError(f"no checkpoint or final model stored for run {self.config.hash()} in {self.folder}")
         return state["model"]
@@ -189,7 +192,7 @@ class RunResult:
             fp32_on_cuda(torch.device(device))
             return model.to(device).eval()
         server, algorithm = prepare(self.config.replace(device=device))
-        record = store.RunRecord(self.folder)
+        record = model_source.model_record(self, retrain, render_only()) or store.RunRecord(self.folder)
         _restore(record, server)
         record.note_model_read()
         if server.round == 0:
@@ -344,7 +347,8 @@ def run(cfg: RunConfig, *, hooks: Sequence[Observer] = (), progress: bool = True
     elif served is _ASK:
         served = store.served_record(cfg, results_dir)
     if served is not None:  # the reference store's run when it holds one (read-only, metrics only)
-        return _served(cfg, served, progress)
+        working = results_dir if results_dir is not None else cfg.results_dir  # where its model is retrained if asked
+        return replace(_served(cfg, served, progress), working_store=working)
     if use_store and (_RENDER_ONLY if render_only is None else render_only):
         why = "must be recomputed for a recording hook" if hooks else "is in no store"
         raise NotRun(f"run {cfg.hash()} ({cfg.method} on {cfg.dataset}, seed {cfg.seed}) {why} "
@@ -359,6 +363,11 @@ def run(cfg: RunConfig, *, hooks: Sequence[Observer] = (), progress: bool = True
             return _served(cfg, store.served_record(cfg, results_dir) or record, progress)
         with determinism.restored(), determinism.explained():
             return _train(cfg, record, claim, hooks, progress, stop_after)
+
+
+def retrain(cfg: RunConfig, results_dir) -> RunResult:
+    """Train ``cfg`` into the working store ``results_dir`` even where the reference store serves it."""
+    return run(cfg, results_dir=results_dir, served=None)
 
 
 class NotRun(FedlibError):

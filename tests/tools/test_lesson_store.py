@@ -90,11 +90,32 @@ def test_only_the_models_the_notebook_read_are_published_with_the_runs(tmp_path,
     assert lesson_store.publish_trained(scratch) == []  # already there
 
 
-def test_a_model_read_from_a_run_published_without_it_is_refused(tmp_path, reference):
+def test_a_model_read_from_a_run_published_without_it_is_added_when_the_retrain_is_the_same_run(tmp_path, reference):
     scratch = tmp_path / "scratch"
     result = engine.run(tiny(0), results_dir=scratch, progress=False)
-    store.publish(store.RunRecord(result.folder))  # metrics only
+    folder = store.publish(store.RunRecord(result.folder))  # metrics only
     (scratch / lesson_store.MODEL_READS).write_text(result.config.hash() + "\n")
+    assert lesson_store.publish_trained(scratch) == [folder]
+    assert (folder / store.FINAL_FILE).read_bytes() == (result.folder / store.FINAL_FILE).read_bytes()
+    assert store.seal_problem(folder) is None and store.FINAL_FILE in json.loads((folder / store.DIGEST_FILE).read_text())["sha256"]
+
+
+def test_a_model_read_from_a_run_published_without_it_is_refused_unless_retrained_identically(tmp_path, reference):
+    scratch = tmp_path / "scratch"
+    result = engine.run(tiny(0), results_dir=scratch, progress=False)
+    folder = store.publish(store.RunRecord(result.folder))  # metrics only
+    (scratch / lesson_store.MODEL_READS).write_text(result.config.hash() + "\n")
+    rounds = result.folder / "rounds.jsonl"  # a retrain on another CPU: one accuracy differs in float rounding
+    entries = [json.loads(line) for line in rounds.read_text().splitlines()]
+    entries[0]["accuracy"] += 1e-7
+    rounds.write_text("".join(json.dumps(e) + "\n" for e in entries))
+    store.seal(result.folder)  # as that machine's own run
+    with pytest.raises(FedlibError, match="differs from the committed run from round 1"):
+        lesson_store.publish_trained(scratch)
+    assert not (folder / store.FINAL_FILE).exists()
+    import shutil
+
+    shutil.rmtree(result.folder)  # no retrain at all
     with pytest.raises(FedlibError, match="holds without it"):
         lesson_store.publish_trained(scratch)
 

@@ -26,7 +26,7 @@ from fedlib import store
 from fedlib.commands import cli
 from fedlib.core.config import RunConfig
 from fedlib.core.state import sample_clients
-from fedlib.engine import engine
+from fedlib.engine import engine, model_source
 from fedlib.errors import FedlibError
 from fedlib.orchestration import environment, experiments
 from fedlib.orchestration.experiments import results_frame
@@ -523,9 +523,35 @@ def test_a_published_run_is_served_from_the_reference_store_without_checkpoint(t
     served = engine.run(cfg, results_dir=tmp_path / "fresh", progress=False)  # nothing stored there
     assert served.folder == folder and served.final_accuracy == result.final_accuracy
     assert not (tmp_path / "fresh").exists(), "served, not trained"
-    with pytest.raises(FedlibError, match="no checkpoint"):
-        served.global_state()
     assert store.is_stored(cfg, tmp_path / "fresh")
+
+
+def test_the_model_of_a_run_committed_without_it_is_trained_again_in_the_working_store(tmp_path, reference, capsys):
+    cfg = tiny_config(rounds=2)
+    result = engine.run(cfg, results_dir=tmp_path / "work", progress=False)
+    store.publish(store.RunRecord(result.folder))  # metrics only
+    served = engine.run(cfg, results_dir=tmp_path / "fresh", progress=False)
+    previous = engine.set_render_only(True)
+    try:  # rendering only: nothing trains, one line says how to get the model
+        with pytest.raises(FedlibError, match="model is not committed .* rendered only"):
+            served.global_state()
+    finally:
+        engine.set_render_only(previous)
+    assert not (tmp_path / "fresh").exists()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the same machine: the retrained run ends where the committed one did
+        state = served.global_state()
+    assert "its model is not committed" in capsys.readouterr().out
+    assert (tmp_path / "fresh" / cfg.hash() / store.FINAL_FILE).exists()
+    for name, tensor in result.global_state().items():
+        assert torch.equal(state[name], tensor), name
+    assert served.load_model() is not None  # read from the working store now, not trained a third time
+    assert "its model is not committed" not in capsys.readouterr().out
+    with pytest.warns(provenance.ProvenanceWarning, match="trained again here ends at 60.00 % .* committed run at 50.00 %"):
+        model_source._say_if_different(cfg.hash(), {"final_accuracy": 0.5}, {"final_accuracy": 0.6})
+    unnamed = engine.RunResult(cfg, served.rounds, served.summary, served.folder, origin="served")
+    with pytest.raises(FedlibError, match="no working store was named"):
+        unnamed.global_state()
 
 
 def test_a_run_published_with_its_model_serves_the_model(tmp_path, reference, monkeypatch):
