@@ -18,7 +18,7 @@ from tools.try_it import ASSIGNMENT, PROMPTS, SEE, cell_text  # noqa: E402
 
 OUTCOMES = {(stem, number): entry for stem, section in LESSONS.items()
             for number, entry in enumerate(section.get("try_it") or [], 1) if entry}
-WRITTEN = 91  # Try-it outcomes written so far (of 111 prompts); raise it as more are run
+WRITTEN = 93  # Try-it outcomes written so far (of 111 prompts); raise it as more are run
 each_outcome = pytest.mark.parametrize("stem,number", sorted(OUTCOMES))
 
 
@@ -115,11 +115,26 @@ def _role_mean(result, role: str, which: str) -> float:
     return 100 * accuracy_by_role(result)[role][which]
 
 
-UPDATE_METRICS = {  # name -> (LocalUpdateResult, argument) -> value in %
-    "role": lambda result, argument: _role_mean(result, *argument.split(":")),  # role:<vacant|minority|majority>:<global|local>
-    "aggregated": lambda result, _: 100 * result.aggregated_accuracy,
-    "global": lambda result, _: 100 * result.global_accuracy,
-    "mean_local": lambda result, _: 100 * float(result.local_accuracy.mean()),
+def _confusion_share(result, argument: str, shown: int) -> float:
+    """``<role>:<own|majority>``: of the shown client's test samples of its ``role`` classes, the % its local model
+    predicts as their own label, or as one of the client's majority classes (mean over the role's classes)."""
+    role, target = argument.split(":")
+    roles = result.roles(shown)
+    assert roles[role], f"client {shown} has no {role} classes"
+    confusion = result.local_confusion[shown]
+    shares = [confusion[c, c] if target == "own" else confusion[c, roles["majority"]].sum() for c in roles[role]]
+    return 100 * float(sum(shares) / len(shares))
+
+
+UPDATE_METRICS = {  # name -> (LocalUpdateResult, argument, the client shown) -> value in %
+    "role": lambda result, argument, _: _role_mean(result, *argument.split(":")),  # role@<role>:<global|local>
+    "aggregated": lambda result, _, __: 100 * result.aggregated_accuracy,
+    "global": lambda result, _, __: 100 * result.global_accuracy,
+    "mean_local": lambda result, _, __: 100 * float(result.local_accuracy.mean()),
+    "shown_local": lambda result, _, shown: 100 * float(result.local_accuracy[shown]),
+    "shown_classes": lambda result, role, shown: len(result.roles(shown)[role]),  # shown_classes@<role>
+    "confusion": _confusion_share,  # confusion@<role>:<own|majority>
+    "shown_client": lambda result, _, shown: shown,
 }
 
 
@@ -156,7 +171,10 @@ def update_numbers_unlike(stem: str, numbers: list[dict], prompt_edits: dict, tm
         assert path.is_file(), f"{stem}: the {item['update']} local update is not committed ({path.name})"
         result = local_update(cfg, state, round_index=p["rounds"], results_dir=p["results_dir"])  # reads the file
         name, _, argument = item["metric"].partition("@")
-        value = UPDATE_METRICS[name](result, argument)
+        from fedlib.analysis.local_update import telling_client
+
+        shown = telling_client(result.class_counts) if p.get("client", -1) < 0 else p["client"]  # as the notebooks
+        value = UPDATE_METRICS[name](result, argument, shown)
         if not same_as_printed(value, item["value"]):
             wrong.append(f"{item['value']} ({item['metric']} of {item['update']}"
                          f"{', ' + str(item['params']) if item.get('params') else ''}): stored {value:.4f}")
