@@ -18,7 +18,7 @@ from tools.try_it import ASSIGNMENT, PROMPTS, SEE, cell_text  # noqa: E402
 
 OUTCOMES = {(stem, number): entry for stem, section in LESSONS.items()
             for number, entry in enumerate(section.get("try_it") or [], 1) if entry}
-WRITTEN = 93  # Try-it outcomes written so far (of 111 prompts); raise it as more are run
+WRITTEN = 96  # Try-it outcomes written so far (of 111 prompts); raise it as more are run
 each_outcome = pytest.mark.parametrize("stem,number", sorted(OUTCOMES))
 
 
@@ -61,8 +61,12 @@ def test_every_number_of_the_outcome_is_in_its_text_and_the_stored_runs(stem, nu
     if drifted:
         wrong = drift_numbers_unlike(stem, drifted, edits(stem, number), tmp_path)
         assert not wrong, f"{stem} Try-it {number}: the outcome's numbers differ from the stored drift study: " + "; ".join(wrong)
+    discovered = [item for item in numbers if "discovery" in item]  # PKD Figs. 4-7: the weak-class discovery
+    if discovered:
+        wrong = discovery_numbers_unlike(stem, discovered, edits(stem, number), tmp_path)
+        assert not wrong, f"{stem} Try-it {number}: the outcome differs from the discovery on the stored statistics: " + "; ".join(wrong)
     configs = declared_runs(stem, tmp_path, edits(stem, number))
-    wrong = numbers_unlike_the_runs([item for item in numbers if not {"partition", "update", "drift"} & set(item)],
+    wrong = numbers_unlike_the_runs([item for item in numbers if not {"partition", "update", "drift", "discovery"} & set(item)],
                                     configs, f"{stem} Try-it {number}")
     assert not wrong, f"{stem} Try-it {number}: the outcome's numbers differ from the committed runs: " + "; ".join(wrong)
 
@@ -213,4 +217,55 @@ def drift_numbers_unlike(stem: str, numbers: list[dict], prompt_edits: dict, tmp
         if not same_as_printed(value, item["value"]):
             wrong.append(f"{item['value']} ({item['metric']} of {item['drift']}"
                          f"{', ' + str(item['params']) if item.get('params') else ''}): stored {value:.4f}")
+    return wrong
+
+
+# ------------------------------------------------------------------ PKD's weak-class discovery (Figs. 4-7)
+def _discovery(p: dict) -> dict:
+    """The notebook's discovery on the committed class statistics of the warm-up run: the weak pairs and groups."""
+    import torch
+
+    from fedlib import store
+    from fedlib.analysis import class_gap
+    from fedlib.measures import weak_classes
+    from fedlib.paper.grids import pkd
+
+    warmup = pkd.fig4_5_7_runs(p)["warm-up"]
+    path = store.analysis_cache(p["results_dir"], class_gap.ANALYSIS_FOLDER, f"{warmup.hash()}-class-statistics.json")
+    assert path.is_file(), f"the warm-up run's class statistics are not committed ({path.name})"
+    tracked = class_gap.track_class_statistics(warmup, results_dir=p["results_dir"])  # reads the file
+    confusion, distance = (torch.as_tensor(tracked[key][-1]) for key in ("confusion", "feature_distance"))
+    edges = weak_classes.weak_pairs(confusion, distance, p["confusion_ratio"], p["distance_quantile"])
+    groups = weak_classes.discover_groups(confusion, distance, confusion_ratio=p["confusion_ratio"],
+                                          distance_quantile=p["distance_quantile"], grouping=p["grouping"],
+                                          max_groups=p["max_groups"] or None,
+                                          class_accuracy=torch.as_tensor(tracked["class_accuracy"][-1]))
+    return {"weak_pairs": int(edges.sum()) // 2, "group_count": len(groups), "groups": groups}
+
+
+def discovery_numbers_unlike(stem: str, numbers: list[dict], prompt_edits: dict, tmp_path: Path) -> list[str]:
+    """The numbers (``weak_pairs``, ``group_count``) and group lists (``groups``: 'A + B; C + D + E', class names in
+    the discovered order) that the discovery on the committed class statistics does not give."""
+    from fedlib.datasets.catalogue import dataset_info
+    from fedlib.paper.plan import notebook_parameters
+    from fedlib.paper.reproduce import build_overrides
+    from fedlib.reporting.notebook import load_profiles
+    from tests.notebooks.test_lesson_outcomes import same_as_printed
+
+    wrong = []
+    overrides = build_overrides("lesson", "cpu", None, tmp_path / "results", tmp_path / "f", tmp_path / "t")
+    for item in numbers:
+        given = {**load_profiles(ROOT / "profiles", stem)["lesson"], **overrides, **prompt_edits, **item.get("params", {})}
+        p = notebook_parameters(ROOT / "notebooks" / f"{stem}.ipynb", given)
+        found = _discovery(p)
+        if item["metric"] == "groups":
+            names = dataset_info(p["dataset"]).classes
+            value = "; ".join(" + ".join(names[c] for c in group) for group in found["groups"])
+            same = value == item["value"]
+        else:
+            value = found[item["metric"]]
+            same = same_as_printed(value, item["value"])
+        if not same:
+            wrong.append(f"{item['value']} ({item['metric']}"
+                         f"{', ' + str(item['params']) if item.get('params') else ''}): discovered {value}")
     return wrong
