@@ -221,6 +221,13 @@ def _window_spread(run: StoredRun, argument: str) -> float:
     return statistics.stdev(values)
 
 
+def _worst_class_mean(run: StoredRun, span: str) -> float:
+    """``A-B``: the worst class's accuracy (%) averaged over rounds A-B (PKD's pilot score)."""
+    rounds = [r for r in run.rounds if r.get("class_accuracy") and r["round"] in _span(span)]
+    assert len(rounds) == len(_span(span)), f"class accuracies stored for {len(rounds)} of rounds {span}"
+    return 100 * sum(min(r["class_accuracy"]) for r in rounds) / len(rounds)
+
+
 def _peak_worst_class(run: StoredRun, span: str | None) -> float:
     """The highest worst-class accuracy (%) in any round, or in rounds ``A-B`` only."""
     rounds = [r for r in run.rounds if r.get("class_accuracy") and (span is None or r["round"] in _span(span))]
@@ -269,6 +276,7 @@ METRICS = {  # name -> (run, argument) -> value in the note's unit
     "peak_worst_class": _peak_worst_class,
     "window_mean": _window_mean,
     "window_spread": _window_spread,
+    "worst_class_mean": _worst_class_mean,
     "cost_u": _cost_to,
     "cost_total": _cost_total,
     "class_swing": _swing,
