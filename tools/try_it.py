@@ -60,7 +60,7 @@ PROMPTS: dict[str, tuple[list[str], list[tuple[str, str]]]] = {
         "`update_epochs = 1`: one FedLC epoch instead of five. Do the minority classes' predictions stay "
         "on their own labels?",
         "`client = 0`: another client. Are its minority classes sent to the same majority classes?",
-        "`beta = 0.5`: milder skew. Does the confusion matrix become more diagonal?",
+        "`beta = 0.3`: milder skew. Does the confusion matrix become more diagonal?",
     ], [("fedlib/algorithms/fedlc.py", "`calibrated_logits` and `local_loss`")]),
     "fedvls_fig5_convergence": ([
         "`betas = [0.5, 0.05]`: does FedVLS's gap to FedAvg grow as the skew grows, as the paper says?",
@@ -226,8 +226,9 @@ PROMPTS: dict[str, tuple[list[str], list[tuple[str, str]]]] = {
     ], [("fedlib/algorithms/pkd.py", "`expert_assignment`")]),
     "pkd_pilot_loss_normalisation": ([
         "`score_rounds = 2`: a shorter scoring window. Does the winning variant change?",
-        "`groups = [[2, 4, 6]]`: one expert instead of two. Does the spread between variants shrink?",
-        "`seeds = [0, 1]`: is the ranking of the variants the same in both seeds?",
+        "`score_rounds = 20`: score the whole PKD stage (rounds 21-40) instead of its last 5 rounds, from the same "
+        "stored runs. Does any variant stand out from FedAvg?",
+        "`tie_points = 0.0`: no ties, the highest score wins outright. Which variant wins, and by how much?",
     ], [("fedlib/algorithms/pkd.py", "`partial_kd_loss`: the `normalise` and `t_squared` options")]),
     "pkd_kd_stage_readings": ([
         "`window = [81, 120]` in the lesson or paper profile: the gain averaged over 40 rounds instead of 20, "
