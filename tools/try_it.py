@@ -161,7 +161,8 @@ PROMPTS: dict[str, tuple[list[str], list[tuple[str, str]]]] = {
         "`rounds = 10`: do the differences between methods grow or shrink with the budget?",
     ], [("fedlib/algorithms/fedlmd.py", "`local_loss`"), ("fedlib/algorithms/fedcurv.py", "FedCurv's penalty")]),
     "fedlmd_table5_combinations": ([
-        "In `part_args`, set FedProx's `mu` to 0.1: does FedLMD + FedProx gain or lose?",
+        "`part_args = {fedlmd: {tau: 1.0, beta: 1.0}, fedprox: {mu: 0.1}, fedavgm: {server_momentum: 0.9, server_lr: 1.0}}`: "
+        "FedProx's mu ten times the lesson's 0.01, the rest as it is. Does FedLMD + FedProx gain or lose?",
         "`beta = 0.05`: stronger skew. Do the combinations help more there?",
         "`rounds = 10`: a third of the training. Does server-side momentum (FedAvgM) help more early on?",
     ], [("fedlib/algorithms/fedlmd.py", "`local_loss`"), ("fedlib/algorithms/fedprox.py", "`proximal_term`"),
