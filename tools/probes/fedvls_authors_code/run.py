@@ -289,6 +289,8 @@ def main() -> None:
     commit, dirty = checkout_commit(a.checkout)
     if not commit.startswith(EXPECTED_COMMIT) and not a.any_commit:
         sys.exit(f"{a.checkout} is at {commit[:12]}, not {EXPECTED_COMMIT} (check out {EXPECTED_COMMIT} or pass --any-commit)")
+    if a.scratch is not None:
+        Path(a.scratch).mkdir(parents=True, exist_ok=True)  # a scratch folder named but not there yet
     work = Path(tempfile.mkdtemp(prefix="fedvls_authors_", dir=a.scratch))
     export_system(a.checkout, commit, work / "repo")
     root = work / "repo"
