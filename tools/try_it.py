@@ -187,7 +187,7 @@ PROMPTS: dict[str, tuple[list[str], list[tuple[str, str]]]] = {
     "fedcsd_fig7_tsne": ([
         "`tsne_samples = 500`: do the clusters look clearer with more points, or only busier?",
         "`local_client = 3`: another client's local features. Are its missing classes scattered?",
-        "`beta = 0.05`: stronger skew. Does FedCSD still keep the classes apart?",
+        "`beta = 0.1`: stronger skew. Does FedCSD still keep the classes apart?",
     ], [("fedlib/algorithms/fedcsd.py", "`similarity_weights` and `local_loss`")]),
     "fedcsd_table1_3_4_label_skew": ([
         "`local_epochs = 1`: a fifth of the local training. Does FedCSD's lead at Dir(0.01) survive when the "
