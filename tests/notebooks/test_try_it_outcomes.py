@@ -4,6 +4,7 @@ lesson's ``outcome``: tests/notebooks/test_lesson_outcomes.py). The runs are the
 with the prompt's edits passed over the profile, and they come from the committed store only
 (``tools/lesson_store.py --only NOTEBOOK --try-it N`` builds them)."""
 
+import functools
 import sys
 from pathlib import Path
 
@@ -18,7 +19,7 @@ from tools.try_it import ASSIGNMENT, PROMPTS, SEE, cell_text  # noqa: E402
 
 OUTCOMES = {(stem, number): entry for stem, section in LESSONS.items()
             for number, entry in enumerate(section.get("try_it") or [], 1) if entry}
-WRITTEN = 104  # Try-it outcomes written so far (of 111 prompts); raise it as more are run
+WRITTEN = 106  # Try-it outcomes written so far (of 111 prompts); raise it as more are run
 each_outcome = pytest.mark.parametrize("stem,number", sorted(OUTCOMES))
 
 
@@ -61,12 +62,16 @@ def test_every_number_of_the_outcome_is_in_its_text_and_the_stored_runs(stem, nu
     if drifted:
         wrong = drift_numbers_unlike(stem, drifted, edits(stem, number), tmp_path)
         assert not wrong, f"{stem} Try-it {number}: the outcome's numbers differ from the stored drift study: " + "; ".join(wrong)
+    embedded = [item for item in numbers if "tsne" in item]  # FedCSD Fig. 7: the panels' features, from committed models
+    if embedded:
+        wrong = tsne_numbers_unlike(stem, embedded, edits(stem, number), tmp_path)
+        assert not wrong, f"{stem} Try-it {number}: the outcome differs from the committed models' features: " + "; ".join(wrong)
     discovered = [item for item in numbers if "discovery" in item]  # PKD Figs. 4-7: the weak-class discovery
     if discovered:
         wrong = discovery_numbers_unlike(stem, discovered, edits(stem, number), tmp_path)
         assert not wrong, f"{stem} Try-it {number}: the outcome differs from the discovery on the stored statistics: " + "; ".join(wrong)
     configs = declared_runs(stem, tmp_path, edits(stem, number))
-    wrong = numbers_unlike_the_runs([item for item in numbers if not {"partition", "update", "drift", "discovery"} & set(item)],
+    wrong = numbers_unlike_the_runs([item for item in numbers if not {"partition", "update", "drift", "discovery", "tsne"} & set(item)],
                                     configs, f"{stem} Try-it {number}")
     assert not wrong, f"{stem} Try-it {number}: the outcome's numbers differ from the committed runs: " + "; ".join(wrong)
 
@@ -268,4 +273,58 @@ def discovery_numbers_unlike(stem: str, numbers: list[dict], prompt_edits: dict,
         if not same:
             wrong.append(f"{item['value']} ({item['metric']}"
                          f"{', ' + str(item['params']) if item.get('params') else ''}): discovered {value}")
+    return wrong
+
+
+# ------------------------------------------------------------------ FedCSD Fig. 7's panels
+TSNE_PANELS = ("(a) global, FedAvg", "(b) global, FedCSD", "(c) local, CE only", "(d) local, full FedCSD loss")
+
+
+@functools.lru_cache(maxsize=8)
+def _tsne_panel(stem: str, given: str, panel: str, tmp: str) -> dict:
+    """Test accuracy (%) and silhouette of one panel's test features, as the notebook computes them: the
+    committed global models, or one local update of ``local_client`` from FedCSD's (nothing is trained but that
+    local update); the silhouette over the t-SNE sample the notebook draws."""
+    import numpy as np
+    from sklearn.metrics import silhouette_score
+
+    from fedlib.analysis import drift
+    from fedlib.engine.engine import prepare
+    from fedlib.measures import metrics
+    from fedlib.orchestration import experiments
+    from fedlib.paper.grids import fedcsd
+    from fedlib.paper.plan import notebook_parameters
+
+    p = notebook_parameters(ROOT / "notebooks" / f"{stem}.ipynb", yaml.safe_load(given))
+    configs = fedcsd.fig7_tsne(p)
+    fedavg_run, fedcsd_run = experiments.run_all(configs, results_dir=tmp, progress=False, render_only=True)
+    assert not (fedavg_run.summary.get("not_run") or fedcsd_run.summary.get("not_run")), f"{stem}: runs not committed"
+    server, _ = prepare(configs[1])
+    data = server.data
+    model = {0: lambda: fedavg_run.load_model(str(data.device)), 1: lambda: fedcsd_run.load_model(str(data.device)),
+             2: lambda: drift.local_update(fedcsd_run, p["local_client"], method="fedavg"),
+             3: lambda: drift.local_update(fedcsd_run, p["local_client"])}[TSNE_PANELS.index(panel)]()
+    pred = metrics.predict(model, data.test_batches())
+    indices = np.arange(len(pred.labels))  # the sample metrics.tsne_embedding draws
+    if len(indices) > p["tsne_samples"]:
+        indices = np.sort(np.random.default_rng(p["seed"]).choice(len(indices), size=p["tsne_samples"], replace=False))
+    return {"accuracy": 100 * float((pred.predicted == pred.labels).mean()),
+            "silhouette": float(silhouette_score(pred.features[indices], pred.labels[indices]))}
+
+
+def tsne_numbers_unlike(stem: str, numbers: list[dict], prompt_edits: dict, tmp_path: Path) -> list[str]:
+    """The numbers (``accuracy`` or ``silhouette`` of panel ``tsne``, optional ``params``) the panels do not give."""
+    from fedlib.paper.reproduce import build_overrides
+    from fedlib.reporting.notebook import load_profiles
+    from tests.notebooks.test_lesson_outcomes import same_as_printed
+
+    wrong = []
+    overrides = build_overrides("lesson", "cpu", None, tmp_path / "results", tmp_path / "f", tmp_path / "t")
+    for item in numbers:
+        given = {**load_profiles(ROOT / "profiles", stem)["lesson"], **overrides, **prompt_edits, **item.get("params", {})}
+        given = {k: (str(v) if isinstance(v, Path) else v) for k, v in given.items()}
+        value = _tsne_panel(stem, yaml.safe_dump(given), item["tsne"], str(tmp_path / "results"))[item["metric"]]
+        if not same_as_printed(value, item["value"]):
+            wrong.append(f"{item['value']} ({item['metric']} of {item['tsne']}"
+                         f"{', ' + str(item['params']) if item.get('params') else ''}): computed {value:.4f}")
     return wrong
