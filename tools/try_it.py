@@ -105,7 +105,7 @@ PROMPTS: dict[str, tuple[list[str], list[tuple[str, str]]]] = {
     ], [("fedlib/algorithms/fedvls.py", "the `distill` and `suppress` switches in `local_loss`"),
         ("fedlib/algorithms/fedsam.py", "FedSAM's sharpness-aware step")]),
     "fedlmd_fig2_prediction_distribution": ([
-        "`beta = 0.5`: milder skew. Does the global model's prediction histogram still follow the sampled "
+        "`beta = 1.0`: milder skew. Does the global model's prediction histogram still follow the sampled "
         "clients' labels?",
         "`participation = 1.0`: every client every round. Predict how the round-to-round swings change.",
         "`rounds = 12`: less than half the training. Is the mismatch larger earlier on?",
