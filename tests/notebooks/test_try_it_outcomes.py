@@ -19,7 +19,7 @@ from tools.try_it import ASSIGNMENT, PROMPTS, SEE, cell_text  # noqa: E402
 
 OUTCOMES = {(stem, number): entry for stem, section in LESSONS.items()
             for number, entry in enumerate(section.get("try_it") or [], 1) if entry}
-WRITTEN = 110  # Try-it outcomes written so far (of 111 prompts); raise it as more are run
+WRITTEN = 111  # Try-it outcomes written: every prompt's (issue 44)
 each_outcome = pytest.mark.parametrize("stem,number", sorted(OUTCOMES))
 
 
@@ -29,6 +29,9 @@ def edits(stem: str, number: int) -> dict:
 
 def test_outcomes_are_written_for_prompts_that_exist():
     assert len(OUTCOMES) >= WRITTEN, f"{len(OUTCOMES)} Try-it outcomes, {WRITTEN} were written: a try_it list went missing"
+    unanswered = [f"{stem} {n}" for stem, (prompts, _) in PROMPTS.items() for n in range(1, len(prompts) + 1)
+                  if (stem, n) not in OUTCOMES]
+    assert not unanswered, f"Try-it prompts without a checked outcome: {', '.join(unanswered)}"
     for (stem, number) in OUTCOMES:
         assert stem in PROMPTS and number <= len(PROMPTS[stem][0]), f"{stem}: try_it entry {number} has no prompt"
 
