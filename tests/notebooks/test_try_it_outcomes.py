@@ -55,7 +55,7 @@ def test_every_number_of_the_outcome_is_in_its_text_and_the_stored_runs(stem, nu
         assert number_in(see, item["value"]), f"{stem} Try-it {number}: {item['value']} is not a figure of its text"
     drawn = [item for item in numbers if "partition" in item]  # a lesson that trains nothing: its partitions
     if drawn:
-        wrong = partition_numbers_unlike(stem, drawn, edits(stem, number))
+        wrong = partition_numbers_unlike(stem, drawn, edits(stem, number), tmp_path)
         assert not wrong, f"{stem} Try-it {number}: the outcome's numbers differ from the partitions drawn: " + "; ".join(wrong)
     updated = [item for item in numbers if "update" in item]  # a local-update lesson: its cached updates
     if updated:
@@ -79,6 +79,23 @@ def test_every_number_of_the_outcome_is_in_its_text_and_the_stored_runs(stem, nu
     assert not wrong, f"{stem} Try-it {number}: the outcome's numbers differ from the committed runs: " + "; ".join(wrong)
 
 
+def lesson_given(stem: str, prompt_edits: dict, item: dict, tmp_path: Path) -> dict:
+    """The values a lesson's notebook runs with under a prompt's edits and an outcome entry's own ``params``
+    (stores and output folders under ``tmp_path``), before the notebook's cell fills in the rest."""
+    from fedlib.paper.reproduce import build_overrides
+    from fedlib.reporting.notebook import load_profiles
+
+    overrides = build_overrides("lesson", "cpu", None, tmp_path / "results", tmp_path / "f", tmp_path / "t")
+    return {**load_profiles(ROOT / "profiles", stem)["lesson"], **overrides, **prompt_edits, **item.get("params", {})}
+
+
+def lesson_parameters(stem: str, prompt_edits: dict, item: dict, tmp_path: Path) -> dict:
+    """:func:`lesson_given`, resolved by the notebook's parameters cell."""
+    from fedlib.paper.plan import notebook_parameters
+
+    return notebook_parameters(ROOT / "notebooks" / f"{stem}.ipynb", lesson_given(stem, prompt_edits, item, tmp_path))
+
+
 # ------------------------------------------------------------------ the partitions of a lesson that trains nothing
 PARTITION_METRICS = {  # name -> per-client summary (vacant classes, size) -> value
     "vacant_mean": lambda vacant, size: float(vacant.mean()),
@@ -90,21 +107,18 @@ PARTITION_METRICS = {  # name -> per-client summary (vacant classes, size) -> va
 }
 
 
-def partition_numbers_unlike(stem: str, numbers: list[dict], prompt_edits: dict) -> list[str]:
+def partition_numbers_unlike(stem: str, numbers: list[dict], prompt_edits: dict, tmp_path: Path) -> list[str]:
     """The numbers (value, metric, ``partition``: dirichlet or quantity, optional ``params`` over the prompt's
     edits) that the partition the notebook draws does not give; drawn from the training labels as the notebook
     draws them (fedvls_fig3_partitions)."""
     from fedlib.datasets.data import load_dataset
     from fedlib.datasets.partition import make_partition
     from fedlib.errors import FedlibError
-    from fedlib.paper.plan import notebook_parameters
-    from fedlib.reporting.notebook import load_profiles
     from tests.notebooks.test_lesson_outcomes import same_as_printed
 
     wrong = []
     for item in numbers:
-        given = {**load_profiles(ROOT / "profiles", stem)["lesson"], **prompt_edits, **item.get("params", {})}
-        p = notebook_parameters(ROOT / "notebooks" / f"{stem}.ipynb", given)
+        p = lesson_parameters(stem, prompt_edits, item, tmp_path)
         try:
             data = load_dataset(p["dataset"], data_dir=p["data_dir"], download=False)
         except FedlibError as error:
@@ -164,16 +178,11 @@ def update_numbers_unlike(stem: str, numbers: list[dict], prompt_edits: dict, tm
     from fedlib.analysis.local_update import cache_path, local_update
     from fedlib.orchestration import experiments
     from fedlib.paper.grids import fedvls
-    from fedlib.paper.plan import notebook_parameters
-    from fedlib.paper.reproduce import build_overrides
-    from fedlib.reporting.notebook import load_profiles
     from tests.notebooks.test_lesson_outcomes import same_as_printed
 
     wrong = []
-    overrides = build_overrides("lesson", "cpu", None, tmp_path / "results", tmp_path / "f", tmp_path / "t")
     for item in numbers:
-        given = {**load_profiles(ROOT / "profiles", stem)["lesson"], **overrides, **prompt_edits, **item.get("params", {})}
-        p = notebook_parameters(ROOT / "notebooks" / f"{stem}.ipynb", given)
+        p = lesson_parameters(stem, prompt_edits, item, tmp_path)
         global_cfg = fedvls.local_update_global_model(p)
         [trained] = experiments.run_all([global_cfg], results_dir=p["results_dir"], progress=False, render_only=True)
         assert not trained.summary.get("not_run"), f"{stem}: the global model {global_cfg.hash()} is not committed"
@@ -200,16 +209,11 @@ def drift_numbers_unlike(stem: str, numbers: list[dict], prompt_edits: dict, tmp
     from fedlib.analysis import drift
     from fedlib.orchestration import experiments
     from fedlib.paper.grids import fedcsd
-    from fedlib.paper.plan import notebook_parameters
-    from fedlib.paper.reproduce import build_overrides
-    from fedlib.reporting.notebook import load_profiles
     from tests.notebooks.test_lesson_outcomes import same_as_printed
 
     wrong = []
-    overrides = build_overrides("lesson", "cpu", None, tmp_path / "results", tmp_path / "f", tmp_path / "t")
     for item in numbers:
-        given = {**load_profiles(ROOT / "profiles", stem)["lesson"], **overrides, **prompt_edits, **item.get("params", {})}
-        p = notebook_parameters(ROOT / "notebooks" / f"{stem}.ipynb", given)
+        p = lesson_parameters(stem, prompt_edits, item, tmp_path)
         [pretrained] = experiments.run_all(fedcsd.fig1_drift(p), results_dir=p["results_dir"], progress=False,
                                            render_only=True)
         assert not pretrained.summary.get("not_run"), f"{stem}: the pre-training run is not committed"
@@ -255,16 +259,11 @@ def discovery_numbers_unlike(stem: str, numbers: list[dict], prompt_edits: dict,
     """The numbers (``weak_pairs``, ``group_count``) and group lists (``groups``: 'A + B; C + D + E', class names in
     the discovered order) that the discovery on the committed class statistics does not give."""
     from fedlib.datasets.catalogue import dataset_info
-    from fedlib.paper.plan import notebook_parameters
-    from fedlib.paper.reproduce import build_overrides
-    from fedlib.reporting.notebook import load_profiles
     from tests.notebooks.test_lesson_outcomes import same_as_printed
 
     wrong = []
-    overrides = build_overrides("lesson", "cpu", None, tmp_path / "results", tmp_path / "f", tmp_path / "t")
     for item in numbers:
-        given = {**load_profiles(ROOT / "profiles", stem)["lesson"], **overrides, **prompt_edits, **item.get("params", {})}
-        p = notebook_parameters(ROOT / "notebooks" / f"{stem}.ipynb", given)
+        p = lesson_parameters(stem, prompt_edits, item, tmp_path)
         found = _discovery(p)
         if item["metric"] == "groups":
             names = dataset_info(p["dataset"]).classes
@@ -317,15 +316,11 @@ def _tsne_panel(stem: str, given: str, panel: str, tmp: str) -> dict:
 
 def tsne_numbers_unlike(stem: str, numbers: list[dict], prompt_edits: dict, tmp_path: Path) -> list[str]:
     """The numbers (``accuracy`` or ``silhouette`` of panel ``tsne``, optional ``params``) the panels do not give."""
-    from fedlib.paper.reproduce import build_overrides
-    from fedlib.reporting.notebook import load_profiles
     from tests.notebooks.test_lesson_outcomes import same_as_printed
 
     wrong = []
-    overrides = build_overrides("lesson", "cpu", None, tmp_path / "results", tmp_path / "f", tmp_path / "t")
     for item in numbers:
-        given = {**load_profiles(ROOT / "profiles", stem)["lesson"], **overrides, **prompt_edits, **item.get("params", {})}
-        given = {k: (str(v) if isinstance(v, Path) else v) for k, v in given.items()}
+        given = {k: (str(v) if isinstance(v, Path) else v) for k, v in lesson_given(stem, prompt_edits, item, tmp_path).items()}
         value = _tsne_panel(stem, yaml.safe_dump(given), item["tsne"], str(tmp_path / "results"))[item["metric"]]
         if not same_as_printed(value, item["value"]):
             wrong.append(f"{item['value']} ({item['metric']} of {item['tsne']}"
