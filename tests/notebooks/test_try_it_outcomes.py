@@ -32,6 +32,9 @@ def test_outcomes_are_written_for_prompts_that_exist():
     unanswered = [f"{stem} {n}" for stem, (prompts, _) in PROMPTS.items() for n in range(1, len(prompts) + 1)
                   if (stem, n) not in OUTCOMES]
     assert not unanswered, f"Try-it prompts without a checked outcome: {', '.join(unanswered)}"
+    silent = [f"{stem} {n}" for stem, (prompts, _) in PROMPTS.items() for n, prompt in enumerate(prompts, 1)
+              if not ASSIGNMENT.findall(prompt)]
+    assert not silent, f"Try-it prompts that set no parameter (a Try-it build cannot run them): {', '.join(silent)}"
     for (stem, number) in OUTCOMES:
         assert stem in PROMPTS and number <= len(PROMPTS[stem][0]), f"{stem}: try_it entry {number} has no prompt"
 

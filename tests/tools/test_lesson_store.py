@@ -131,14 +131,18 @@ def test_analysis_caches_are_copied_once(tmp_path, reference):
     assert not Path(reference / "analysis").exists()
 
 
-def test_a_try_it_build_passes_the_prompts_edits_and_refuses_a_prompt_that_is_not_there():
+def test_a_try_it_build_passes_the_prompts_edits_and_refuses_a_prompt_that_is_not_there(monkeypatch):
+    from tools import try_it
+
     assert lesson_store.prompt_edits("getting_started", 1) == [("beta", "0.05")]
     assert lesson_store.prompt_edits("fedcsd_table1_3_4_label_skew", 2) == [
         ("ablations", '["base", "no_similarity", "no_mask", "no_tma"]')]
+    assert lesson_store.prompt_edits("fedlmd_table5_combinations", 1)[0][0] == "part_args"  # a mapping, in YAML
     with pytest.raises(FedlibError, match="getting_started has 3 Try-it prompts; --try-it takes 1 to 3"):
         lesson_store.prompt_edits("getting_started", 4)
-    with pytest.raises(FedlibError, match="sets no parameter"):
-        lesson_store.prompt_edits("fedlmd_table5_combinations", 1)
+    monkeypatch.setitem(try_it.PROMPTS, "getting_started", (["Compare the two curves by eye."], []))
+    with pytest.raises(FedlibError, match="sets no parameter"):  # every shipped prompt sets one now
+        lesson_store.prompt_edits("getting_started", 1)
 
 
 def test_a_try_it_build_runs_the_notebook_with_the_edits_over_the_lesson_profile(tmp_path, monkeypatch):
