@@ -178,7 +178,7 @@ def _update_configs(stem: str, p: dict, global_cfg) -> dict:
 def update_numbers_unlike(stem: str, numbers: list[dict], prompt_edits: dict, tmp_path: Path) -> list[str]:
     """The numbers (value, metric, ``update``: the panel, optional ``params`` over the prompt's edits) that the
     committed local-update caches do not give. A cache the reference store lacks is an error: nothing trains."""
-    from fedlib.analysis.local_update import cache_path, local_update
+    from fedlib.analysis.local_update import cache_path, local_update, telling_client
     from fedlib.orchestration import experiments
     from fedlib.paper.grids import fedvls
     from tests.notebooks.test_lesson_outcomes import same_as_printed
@@ -195,8 +195,6 @@ def update_numbers_unlike(stem: str, numbers: list[dict], prompt_edits: dict, tm
         assert path.is_file(), f"{stem}: the {item['update']} local update is not committed ({path.name})"
         result = local_update(cfg, state, round_index=p["rounds"], results_dir=p["results_dir"])  # reads the file
         name, _, argument = item["metric"].partition("@")
-        from fedlib.analysis.local_update import telling_client
-
         shown = telling_client(result.class_counts) if p.get("client", -1) < 0 else p["client"]  # as the notebooks
         value = UPDATE_METRICS[name](result, argument, shown)
         if not same_as_printed(value, item["value"]):
