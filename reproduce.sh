@@ -55,7 +55,7 @@ Runner options (passed through; default profile smoke):
   --workers N                   runs side by side (alone: --executor local); default one per core
   --address auto|ray://HOST:PORT  --executor ray: a running Ray cluster (default: a local Ray)
   --threads N                   intra-op threads per run (default: cores / workers)
-Environment: FEDLIB_DATA (datasets), FEDLIB_BACKEND=sequential|threads|stacked|auto (default auto),
+Environment: FEDLIB_DATA (datasets), FEDLIB_BACKEND=sequential|threads|stacked|graphed|auto (default auto),
 FEDLIB_THREADS (intra-op threads per process).
 
 Exit status: the runner's (0 all ran, 1 a notebook or a dry-run config failed, 2 bad options).

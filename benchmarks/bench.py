@@ -47,7 +47,7 @@ WORKLOADS = {
               local_epochs=5, batch_size=50, model="lenet5", method="pkd", lr=0.01, momentum=0.9,
               method_args={"warmup_rounds": 0, "expert_rounds": 1}),
 }
-PATHS = ("naive", "sequential", "threads", "stacked")
+PATHS = ("naive", "sequential", "threads", "stacked", "graphed")
 # suffixes a fedlib path may carry, e.g. "sequential+cl+bf16": the config fields they set
 PATH_OPTIONS = {"cl": {"channels_last": True}, "bf16": {"precision": "bf16"}}
 
@@ -65,7 +65,7 @@ def workload_config(name: str, fraction: float, device: str, source: DataSource 
 def round_runner(cfg: RunConfig, path: str, source: DataSource = FILES) -> tuple[ServerState, Callable[[], None]]:
     """A prepared server (data from ``source``) and a function that runs its next round on ``path``.
 
-    ``path`` is naive, sequential, threads or stacked, the fedlib ones optionally followed by ``+cl``
+    ``path`` is naive, sequential, threads, stacked or graphed, the fedlib ones optionally followed by ``+cl``
     (channels-last layout) and/or ``+bf16`` (bf16 autocast).
     """
     name, *options = path.split("+")

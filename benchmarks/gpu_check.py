@@ -51,9 +51,9 @@ PARTS = ("env", "tests", "rates", "workloads", "packing", "profile", "opcount")
 WORKLOAD_FRACTIONS = {"a": 0.02, "b": 1.0, "c": 0.2}
 # (b) first: FedLMD Table 3's CIFAR-10 round at full size; then the paths (a) never reached
 WORKLOAD_ORDER = ("b", "a", "c")
-WORKLOAD_PATHS = {"a": ("naive", "sequential+bf16", "stacked+bf16", "sequential", "sequential+cl", "stacked"),
-                  "b": ("naive", "sequential", "threads", "stacked", "stacked+cl", "stacked+bf16"),
-                  "c": ("naive", "sequential", "threads", "stacked", "stacked+bf16")}
+WORKLOAD_PATHS = {"a": ("naive", "sequential", "graphed", "sequential+bf16", "stacked+bf16", "sequential+cl", "stacked"),
+                  "b": ("naive", "sequential", "graphed", "threads", "stacked", "stacked+cl", "stacked+bf16"),
+                  "c": ("naive", "sequential", "graphed", "threads", "stacked", "stacked+bf16")}
 PACKING = (1, 2, 4, 8)
 PACKING_WINDOW = 8.0  # seconds every run of a packing row trains for, all started at once
 STAND_IN_SIZES = {"cifar10": (50000, 10000), "fashion_mnist": (60000, 10000)}
@@ -129,7 +129,7 @@ def part_tests(device: str, tiny: bool) -> str:
     reached counted; on a CPU (the smoke) one small CPU repeatability case instead."""
     if device.startswith("cuda"):
         selection = ["-m", "cuda", "tests/unit/core/test_determinism.py", "tests/unit/engine/test_repeatability.py",
-                     "tests/unit/engine/test_backend_equivalence.py"]
+                     "tests/unit/engine/test_backend_equivalence.py", "tests/unit/engine/test_graphed.py"]
     else:
         selection = ["tests/unit/engine/test_repeatability.py", "-k", "twice and cpu and lenet5"]
     selection += ["-k", os.environ["GPU_CHECK_TESTS_K"]] if os.environ.get("GPU_CHECK_TESTS_K") else []

@@ -35,6 +35,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from fedlib.algorithms.client_training import client_setup, seeded_batches
+from fedlib.algorithms.step_graph import SYNC_OPS  # the host-syncing ops a CUDA graph cannot replay
 from fedlib.core.config import RunConfig
 from fedlib.core.registry import method_class
 from fedlib.core.state import keyed_seed, sample_clients
@@ -43,8 +44,6 @@ from fedlib.engine import engine
 from fedlib.engine.backends import stacked, stacked_batches
 
 # ops that make the host wait for the device: a value read back, or an output sized by the data
-SYNC_OPS = {"_local_scalar_dense", "nonzero", "masked_select", "_unique2", "unique_dim", "unique_consecutive",
-            "equal", "is_nonzero", "repeat_interleave"}
 INPUT_SHAPES = {"lenet5": (1, 28), "mlp": (1, 28), "simple_cnn": (1, 28), "cnn2": (3, 32), "convnet_s": (3, 32),
                 "mobilenetv2": (3, 32), "resnet8": (3, 32), "resnet18": (3, 32), "vgg9": (3, 32)}
 # arguments beyond what a method's short run changes (Algorithm.short_run): the variant the notebooks train

@@ -10,7 +10,7 @@ clients at once; PKD trains its experts with them too.
 
 from __future__ import annotations
 
-from typing import Iterator, Sequence
+from typing import Callable, Iterator, Sequence
 
 import torch
 from torch import Tensor, nn
@@ -19,14 +19,18 @@ from fedlib.algorithms.base import Algorithm, ClientContext, ClientUpdate, Obser
 from fedlib.core.state import ClientData, ServerState, keyed_seed
 
 Batches = Iterator[tuple[Tensor, Tensor]]
+# (model, optimiser, context) -> the client's step function step(x, labels); None: the method's
+# train_step called on every batch (fedlib.algorithms.step_graph builds the graphed one)
+StepFactory = Callable[[nn.Module, torch.optim.Optimizer, ClientContext], Callable[[Tensor, Tensor], object]]
 
 
 def train_client(server: ServerState, algorithm: Algorithm, client_id: int, lr: float,
-                 hooks: Sequence[Observer] = ()) -> ClientUpdate:
-    """Train one client from the current global model; the sequential reference path."""
+                 hooks: Sequence[Observer] = (), steps: StepFactory | None = None) -> ClientUpdate:
+    """Train one client from the current global model; the sequential reference path (``steps``:
+    see :func:`fit_client`)."""
     ctx, batches = client_setup(server, algorithm, client_id, lr)
     model = server.local_model()
-    update = fit_client(server, algorithm, ctx, batches, model)
+    update = fit_client(server, algorithm, ctx, batches, model, steps)
     notify(hooks, "on_client_end", server, ctx, model, update)
     return update
 
@@ -53,16 +57,21 @@ def seeded_batches(client: ClientData, batch_size: int, epochs: int, seed: int) 
 
 
 def fit_client(server: ServerState, algorithm: Algorithm, ctx: ClientContext, batches: Batches,
-               model: nn.Module) -> ClientUpdate:
-    """Local training of one client on ``model`` (holding the starting state) and its upload."""
+               model: nn.Module, steps: StepFactory | None = None) -> ClientUpdate:
+    """Local training of one client on ``model`` (holding the starting state) and its upload;
+    ``steps`` builds the function that takes each local step (default: ``algorithm.train_step``)."""
     cfg = server.cfg
     optimizer = algorithm.make_optimizer(model, ctx.lr, cfg.momentum, cfg.weight_decay, ctx)
     model.train()
-    steps = 0
+    if steps is None:
+        step = lambda x, y: algorithm.train_step(model, optimizer, x, y, ctx)  # noqa: E731
+    else:
+        step = steps(model, optimizer, ctx)
+    count = 0
     for x, y in batches:
-        algorithm.train_step(model, optimizer, x, y, ctx)
-        steps += 1
+        step(x, y)
+        count += 1
     update = ClientUpdate(ctx.client_id, {k: v.detach().clone() for k, v in model.state_dict().items()},
-                          ctx.num_samples, steps, metrics=dict(ctx.metrics))
+                          ctx.num_samples, count, metrics=dict(ctx.metrics))
     algorithm.client_upload(model, ctx, update)
     return update

@@ -26,14 +26,14 @@ from fedlib.folders import user_folder
 RESULTS_VERSION = 1
 
 # Fields that do not change the numbers a run produces (only where and how fast it runs).
-# ``backend`` and ``channels_last`` are here too: the stacked path and the channels-last memory
-# layout agree with the reference to float tolerance (not bitwise), so they share its stored results.
+# ``backend`` and ``channels_last`` are here too: the stacked and graphed paths and the channels-last
+# memory layout agree with the reference to float tolerance (not bitwise), so they share its stored results.
 # ``deterministic`` too: on CUDA it picks repeatable kernels (the same sums, in a fixed order), not other numbers.
 LOCATION_FIELDS = ("device", "data_dir", "results_dir", "download", "backend", "channels_last", "deterministic")
 PRECISIONS = ("fp32", "bf16")
 # Fields added after runs were stored: they enter the hash only when set to something else.
 _LATER_DEFAULTS = {"quantity_split": "symmetric", "drop_last": False, "global_balance": False}
-BACKENDS = ("sequential", "threads", "stacked", "auto")
+BACKENDS = ("sequential", "threads", "stacked", "graphed", "auto")
 DEFAULT_BACKEND = "auto"  # the fast path; "sequential" is the reference the tests compare against
 BACKEND_ENV = "FEDLIB_BACKEND"
 
@@ -122,7 +122,8 @@ class RunConfig:
     data_dir: str | None = None
     results_dir: str | None = None
     download: bool = False
-    # local training: sequential | threads | stacked | auto (fedlib.engine.backends.threaded, .stacked);
+    # local training: sequential | threads | stacked | graphed | auto (fedlib.engine.backends.threaded, .stacked,
+    # .graphed: each client's steps replayed from a CUDA graph);
     # default auto (or what an edge set, set_defaults: $FEDLIB_BACKEND): threads on a CPU, on a GPU the fastest
     # path verified there (fedlib.engine.backend_choice; fast paths fall back to sequential where a method needs it)
     backend: str = field(default_factory=lambda: _DEFAULTS["backend"])

@@ -2,7 +2,7 @@
 
 The top of the run. The engine knows nothing about any particular method; it calls the hooks of
 :class:`fedlib.algorithms.base.Algorithm`, trains the round's clients on the config's backend
-(one of :data:`fedlib.engine.backends.BACKENDS`: sequential, threads, stacked) and keeps the run in the results store (:mod:`fedlib.store`), resuming from its checkpoint.
+(one of :data:`fedlib.engine.backends.BACKENDS`: sequential, threads, stacked, graphed) and keeps the run in the results store (:mod:`fedlib.store`), resuming from its checkpoint.
 Its state and randomness are those of :mod:`fedlib.core.state`: every client of round r sees the
 same seeds whether the run was interrupted or not. The data a run reads are
 :mod:`fedlib.engine.run_data`'s, its evaluation :mod:`fedlib.engine.evaluation`'s.

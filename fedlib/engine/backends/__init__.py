@@ -1,7 +1,8 @@
 """Backends: how a round's clients are trained.
 
 :mod:`.sequential` trains them one after another (the reference path), :mod:`.threaded` on CPU
-worker threads, :mod:`.stacked` as one vmapped computation; the fast two fall back to the
+worker threads, :mod:`.stacked` as one vmapped computation, :mod:`.graphed` one after another with
+each client's steps replayed from a CUDA graph; the fast three fall back to the
 sequential path of :mod:`fedlib.algorithms.client_training` with one warning. Each is a
 :class:`Backend`, and :data:`BACKENDS` names them for the engine, which dispatches through
 :func:`backend_named`. A backend may import local training, the method contract, the run state
@@ -12,7 +13,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Protocol, Sequence, runtime_checkable
 
-from fedlib.engine.backends import sequential, stacked, threaded
+from fedlib.engine.backends import graphed, sequential, stacked, threaded
 
 if TYPE_CHECKING:
     from fedlib.algorithms.base import Algorithm, ClientUpdate, Observer
@@ -28,7 +29,8 @@ class Backend(Protocol):
 
 
 # backend name (RunConfig.backend, less "auto") -> the backend
-BACKENDS: dict[str, Backend] = {"sequential": sequential, "threads": threaded, "stacked": stacked}
+BACKENDS: dict[str, Backend] = {"sequential": sequential, "threads": threaded, "stacked": stacked,
+                                "graphed": graphed}
 REFERENCE = "sequential"
 
 

@@ -40,7 +40,7 @@ def _same_state(a: dict, b: dict) -> bool:
 
 
 def _backends(device: str) -> list[str]:
-    return ["sequential", "threads", "stacked"] if device == "cpu" else ["sequential", "stacked"]
+    return ["sequential", "threads", "stacked"] if device == "cpu" else ["sequential", "stacked", "graphed"]
 
 
 @pytest.mark.parametrize("device", DEVICES)
