@@ -86,6 +86,25 @@ def sequential_rounds(cfg: RunConfig) -> list[tuple[dict, dict]]:
     return snapshots
 
 
+def resynced_rounds(cfg: RunConfig, reference: list[tuple[dict, dict]]) -> tuple[list[float], list[str], object]:
+    """Every round of ``cfg`` started from the sequential run's state (``reference``): each round's
+    largest difference from the sequential result, the fallback warnings, and the method."""
+    stacked._WARNED.clear()
+    server, algorithm = engine.prepare(cfg)
+    differences, fallbacks = [], []
+    for round_index in range(len(reference) - 1):
+        state, extras = reference[round_index]
+        server.model.load_state_dict(state)
+        server.extras = copy.deepcopy(extras)
+        server.round = round_index
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            engine.run_round(server, algorithm)
+        fallbacks += [str(w.message) for w in caught if "runs on the sequential path" in str(w.message)]
+        differences.append(_max_difference(reference[round_index + 1][0], server.model.state_dict()))
+    return differences, fallbacks, algorithm
+
+
 def _snapshot(server) -> tuple[dict, dict]:
     return ({k: v.detach().clone() for k, v in server.model.state_dict().items()}, copy.deepcopy(server.extras))
 
@@ -110,20 +129,10 @@ def test_fast_path_matches_sequential_or_declares_a_fallback(method, args, backe
 def _check_fast_path(method: str, args: dict, backend: str, device: str) -> None:
     reference = sequential_rounds(config(method, args, "sequential", device))
     assert _max_difference(reference[-1][0], reference[0][0]) > 1e-3, "training moved the model"
-    stacked._WARNED.clear()
-    server, algorithm = engine.prepare(config(method, args, backend, device))
-    fell_back = False
-    for round_index in range(2):
-        state, extras = reference[round_index]
-        server.model.load_state_dict(state)
-        server.extras = copy.deepcopy(extras)
-        server.round = round_index
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            engine.run_round(server, algorithm)
-        fell_back |= any("runs on the sequential path" in str(w.message) for w in caught)
-        difference = _max_difference(reference[round_index + 1][0], server.model.state_dict())
+    differences, fallbacks, algorithm = resynced_rounds(config(method, args, backend, device), reference)
+    for round_index, difference in enumerate(differences):
         assert difference <= TOLERANCE, f"round {round_index}: {backend} is {difference:.2e} off the sequential path"
+    fell_back = bool(fallbacks)
     declared = stacked.unsupported_reason(algorithm) is not None
     assert fell_back == declared or (fell_back and backend == "stacked"), \
         "a fallback happens exactly when the method declares one (stacked: or its contexts cannot stack)"

@@ -6,7 +6,6 @@ full batch, eager partial batches), and must give the sequential path's state bi
 CUDA GPU (marked ``cuda``) the real capture runs, and must agree to float rounding and replay.
 """
 
-import copy
 import warnings
 
 import pytest
@@ -16,7 +15,7 @@ from fedlib.core.config import RunConfig
 from fedlib.engine import engine
 from fedlib.engine.backends import graphed, stacked
 from tests.unit.engine import test_backend_equivalence as equivalence
-from tests.unit.engine.test_backend_equivalence import CASES, TOLERANCE, _max_difference, sequential_rounds
+from tests.unit.engine.test_backend_equivalence import CASES, TOLERANCE, resynced_rounds, sequential_rounds
 
 pytestmark = pytest.mark.usefixtures("two_threads")
 # methods whose local step replaces a ctx.extras value every batch: trained eagerly, with the warning
@@ -54,19 +53,7 @@ def counted_replays(monkeypatch):
 def graphed_rounds(method: str, args: dict, device: str, reference) -> tuple[list[float], list[str]]:
     """Each round's largest difference from the sequential path (started from its state) and the
     fallback warnings."""
-    stacked._WARNED.clear()
-    server, algorithm = engine.prepare(config(method, args, "graphed", device))
-    differences, fallbacks = [], []
-    for round_index in range(len(reference) - 1):
-        state, extras = reference[round_index]
-        server.model.load_state_dict(state)
-        server.extras = copy.deepcopy(extras)
-        server.round = round_index
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            engine.run_round(server, algorithm)
-        fallbacks += [str(w.message) for w in caught if "runs on the sequential path" in str(w.message)]
-        differences.append(_max_difference(reference[round_index + 1][0], server.model.state_dict()))
+    differences, fallbacks, _ = resynced_rounds(config(method, args, "graphed", device), reference)
     return differences, fallbacks
 
 
