@@ -17,7 +17,9 @@ Architectures and the choices we made where the papers leave room:
 - ``lenet5`` (PKD): conv5x5->6, max-pool, conv5x5->16, max-pool, FC 120, 84, C, ReLU. For
   inputs of 28x28 or smaller the first conv pads by 2, as classic LeNet-5 does for MNIST, so
   a 28x28 digit is seen as 32x32 and the count is LeNet-5's 61,706 (10 classes, grey) either
-  way; 32x32 inputs are not padded. Override with ``first_padding``.
+  way; 32x32 inputs are not padded. Override with ``first_padding``. ``lenet5_classic`` is the same
+  network with LeNet-5's original tanh and average pooling (the PKD paper does not say which it ran;
+  ``tools/probes/pkd_fedavg_baseline``).
 - ``simple_cnn`` (FedCSD's FEMNIST network): MOON's "simple CNN" (Li et al. 2021, code
   ``SimpleCNN``/``SimpleCNNMNIST``), LeNet-5's layers with no padding at any input size: on a
   28x28 grey image the FC layer reads 16x4x4 = 256 values (44,426 parameters for 10 classes),
@@ -64,7 +66,7 @@ __all__ = ["MODELS", "FedModel", "build_model", "count_parameters", "has_batchno
 
 MODELS: tuple[str, ...] = (
     "mlp", "lenet5", "simple_cnn", "cnn2", "convnet_s", "vgg9", "resnet8", "resnet32", "resnet56",
-    "resnet18", "resnet18_imagenet", "resnet50", "mobilenetv2", "alexnet",
+    "resnet18", "resnet18_imagenet", "resnet50", "mobilenetv2", "alexnet", "lenet5_classic",
 )
 
 
@@ -100,6 +102,7 @@ def _check_options(name: str, builder: Callable, options: dict) -> None:
 _BUILDERS: dict[str, Callable[..., tuple[nn.Module, int]]] = {
     "mlp": mlp.mlp,
     "lenet5": lenet.lenet5,
+    "lenet5_classic": lenet.lenet5_classic,
     "simple_cnn": lenet.simple_cnn,
     "cnn2": cnn.cnn2,
     "convnet_s": cnn.convnet_s,

@@ -18,7 +18,7 @@ import os
 
 THREADS_ENV = "FEDLIB_THREADS"
 # models small enough that several runs share one GPU (each takes this fraction of it)
-SMALL_MODELS = ("mlp", "lenet5", "simple_cnn", "cnn2", "convnet_s")
+SMALL_MODELS = ("mlp", "lenet5", "lenet5_classic", "simple_cnn", "cnn2", "convnet_s")
 SMALL_MODEL_GPU_SHARE = 0.25
 
 

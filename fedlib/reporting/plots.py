@@ -42,7 +42,7 @@ DISPLAY_NAMES: dict[str, str] = {
     "tinyimagenet": "Tiny-ImageNet", "cinic10": "CINIC-10", "femnist": "FEMNIST",
     "office_caltech10": "Office-Caltech-10", "digits": "scikit-learn digits", "synthetic": "synthetic data",
     # models
-    "mlp": "MLP", "lenet5": "LeNet-5", "simple_cnn": "simple CNN", "cnn2": "2-conv CNN",
+    "mlp": "MLP", "lenet5": "LeNet-5", "lenet5_classic": "LeNet-5 (tanh, avg-pool)", "simple_cnn": "simple CNN", "cnn2": "2-conv CNN",
     "convnet_s": "ConvNet-S", "vgg9": "VGG-9", "resnet8": "ResNet-8", "resnet32": "ResNet-32",
     "resnet56": "ResNet-56", "resnet18": "ResNet-18", "resnet18_imagenet": "ResNet-18 (ImageNet stem)",
     "resnet50": "ResNet-50", "mobilenetv2": "MobileNetV2", "alexnet": "AlexNet",

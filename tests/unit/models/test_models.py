@@ -13,7 +13,7 @@ from fedlib.models.mobilenet import MOBILENETV2_STAGES
 
 CONTRACT_MODELS = ("mlp", "lenet5", "simple_cnn", "cnn2", "convnet_s", "vgg9", "resnet8", "resnet32",
                    "resnet56", "resnet18", "resnet18_imagenet", "resnet50", "mobilenetv2",
-                   "alexnet")
+                   "alexnet", "lenet5_classic")
 
 
 # Parameter arithmetic, written independently of the model code.
@@ -98,6 +98,8 @@ PARAMETER_COUNTS = [
      conv(1, 6, 5) + conv(6, 16, 5) + fc(400, 120) + fc(120, 84) + fc(84, 10), 61_706),
     # ... and the same network on 28x28 MNIST (first conv padded by 2).
     ("lenet5", dict(in_channels=1, image_size=28), 10, None, 61_706),
+    # LeNet-5 with tanh and average pooling: no parameters added.
+    ("lenet5_classic", dict(in_channels=1, image_size=28), 10, None, 61_706),
     # MOON's simple CNN (FedCSD's FEMNIST network): the same layers unpadded, FC reads 16x4x4 on 28x28 ...
     ("simple_cnn", dict(in_channels=1, image_size=28), 10,
      conv(1, 6, 5) + conv(6, 16, 5) + fc(256, 120) + fc(120, 84) + fc(84, 10), 44_426),
@@ -303,3 +305,14 @@ def test_alexnet_at_32_pixels_pools_with_a_plain_average_pool():
 
     pools = [m for m in build_model("alexnet", 10).modules() if "Adaptive" in type(m).__name__]
     assert [type(m) for m in pools] == [UniformAdaptiveAvgPool]
+
+
+def test_the_classic_lenet5_is_lenet5_with_tanh_and_average_pooling():
+    classic = build_model("lenet5_classic", num_classes=10, in_channels=1, image_size=28)
+    modern = build_model("lenet5", num_classes=10, in_channels=1, image_size=28)
+    kinds = lambda model: [type(m).__name__ for m in model.body]  # noqa: E731
+    assert kinds(classic) == [k.replace("ReLU", "Tanh").replace("MaxPool2d", "AvgPool2d") for k in kinds(modern)]
+    assert "Tanh" in kinds(classic) and "AvgPool2d" in kinds(classic)
+    classic.load_state_dict(modern.state_dict())  # the same parameters, by name and shape
+    x = torch.rand(2, 1, 28, 28)
+    assert not torch.allclose(classic(x), modern(x)), "another network, not a renamed one"
