@@ -27,6 +27,20 @@ OFFICE_DOMAINS = ("amazon", "caltech", "dslr", "webcam")
 
 # The loader options every file-based dataset takes (and an unknown name is checked against).
 _COMMON_OPTIONS = {"image_size": None}
+# An option of every dataset that no loader reads: ``standardise: false`` feeds the pixels scaled to
+# [0, 1] without the per-channel standardisation (mean 0, std 1). It stays out of the resolved loader
+# options, so caches, shapes and the runs that do not set it are unchanged.
+STANDARDISE = "standardise"
+
+
+def standardise_option(options: Mapping[str, object]) -> tuple[bool, dict]:
+    """The ``standardise`` entry of dataset options (default True) and the options left; a value
+    that is not true or false is one line."""
+    rest = dict(options)
+    value = rest.pop(STANDARDISE, True)
+    if not isinstance(value, bool):
+        raise FedlibError(f"dataset option standardise must be true or false, got {value!r}")
+    return value, rest
 
 
 def check_dataset_options(name: str, options: dict) -> None:
@@ -39,7 +53,9 @@ def check_dataset_options(name: str, options: dict) -> None:
 
 
 def _resolve_options(name: str, options: dict) -> dict:
-    """Defaults filled in; an unknown option is an error, never silently ignored."""
+    """Defaults filled in; an unknown option is an error, never silently ignored (``standardise``
+    is checked and left out: no loader reads it)."""
+    options = standardise_option(options)[1]
     defaults = dict(CATALOGUE[name].options if name in CATALOGUE else _COMMON_OPTIONS)
     for key in options:
         if key not in defaults:

@@ -49,9 +49,11 @@ import torch
 
 from fedlib.datasets.catalogue import (  # noqa: F401 - public names, importable from here
     CATALOGUE, CIFAR10_CLASSES, DATASETS, FASHION_MNIST_CLASSES, FEMNIST_CLASSES, MNIST_CLASSES, OFFICE_DOMAINS,
-    DatasetInfo, DatasetShape, _resolve_options, check_dataset_options, dataset_info, dataset_shape)
+    DatasetInfo, DatasetShape, _resolve_options, check_dataset_options, dataset_info, dataset_shape,
+    standardise_option)
 from fedlib.datasets.dataset import (  # noqa: F401
-    HOLDOUT_FRACTION, POOLED_TRAIN_FRACTION, SPLITS, Dataset, apply_split, holdout, split_option, stratified_indices)
+    HOLDOUT_FRACTION, POOLED_TRAIN_FRACTION, SPLITS, Dataset, apply_split, holdout, split_option, stratified_indices,
+    unit_scaled)
 from fedlib.datasets.generated import load_digits, make_synthetic, stand_in_dataset
 from fedlib.datasets.identity import identify
 from fedlib.datasets.loaders import (  # noqa: F401
@@ -76,9 +78,16 @@ def load_dataset(
 
     ``options``: ``image_size`` for every file-based dataset; FEMNIST ``digits_only``;
     Office-Caltech-10 ``test_fraction``, ``split_seed``; digits ``image_size``, ``split_seed``,
-    ``test_size``; synthetic: the arguments of :func:`make_synthetic`.
+    ``test_size``; synthetic: the arguments of :func:`make_synthetic`; for every dataset
+    ``standardise=False``: pixels / 255 fed as they are (:func:`unit_scaled`).
     """
     dataset_info(name)  # a one-line error for an unknown name
+    standardise, options = standardise_option(options)
+    dataset = _load(name, data_dir, download, cache_dir, options)
+    return dataset if standardise else unit_scaled(dataset)
+
+
+def _load(name: str, data_dir, download: bool, cache_dir, options: dict) -> Dataset:
     if _DECLARING.get() and _missing_message(name, data_dir, download) is not None:
         return _declared_stand_in(name, options)
     options = _resolve_options(name, options)

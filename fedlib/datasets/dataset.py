@@ -169,3 +169,10 @@ def _class_quotas(class_counts: np.ndarray, total: int, rng: np.random.Generator
 
 def _take(groups: np.ndarray | None, indices: torch.Tensor) -> np.ndarray | None:
     return None if groups is None else groups[indices.numpy()]
+
+
+def unit_scaled(dataset: Dataset) -> Dataset:
+    """``dataset`` fed as pixels / 255, without standardising: mean 0 and std 1 on every channel
+    (the dataset option ``standardise: false``)."""
+    channels = dataset.image_shape[0]
+    return replace(dataset, mean=(0.0,) * channels, std=(1.0,) * channels)

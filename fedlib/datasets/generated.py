@@ -9,8 +9,8 @@ from dataclasses import replace
 import numpy as np
 import torch
 
-from fedlib.datasets.catalogue import CATALOGUE, MNIST_CLASSES, _check_image_size, dataset_shape
-from fedlib.datasets.dataset import Dataset
+from fedlib.datasets.catalogue import CATALOGUE, MNIST_CLASSES, _check_image_size, dataset_shape, standardise_option
+from fedlib.datasets.dataset import Dataset, unit_scaled
 from fedlib.datasets.loaders import _finish, _labels
 from fedlib.errors import FedlibError
 
@@ -84,7 +84,8 @@ def stand_in_dataset(name: str, num_train: int, num_test: int, seed: int = 0, gr
     :func:`make_synthetic`'s class patterns: what a dry run trains on where the real files are
     missing. ``num_train`` / ``num_test`` samples, classes balanced; ``groups`` natural groups
     (default: the dataset's own count, e.g. Office-Caltech-10's four domains) dealt round-robin,
-    so every group holds samples of several classes."""
+    so every group holds samples of several classes. ``standardise=False`` as :func:`load_dataset`."""
+    standardise, options = standardise_option(options)
     shape = dataset_shape(name, **options)
     if num_train < 1 or num_test < 1:
         raise FedlibError(f"a stand-in needs >= 1 train and test sample, got {num_train} and {num_test}")
@@ -99,7 +100,7 @@ def stand_in_dataset(name: str, num_train: int, num_test: int, seed: int = 0, gr
         dataset = replace(dataset, train_groups=np.arange(num_train) % group_count,
                           test_groups=np.arange(num_test) % group_count,
                           group_names=list(shape.group_names) or [f"group_{g}" for g in range(group_count)])
-    return dataset
+    return dataset if standardise else unit_scaled(dataset)
 
 
 def _stand_in_class_names(name: str, classes: int) -> list[str]:
