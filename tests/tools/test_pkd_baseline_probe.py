@@ -29,5 +29,5 @@ def test_the_base_config_is_the_stored_run_cut_to_80_rounds(tmp_path):
 
 
 def test_an_unknown_variant_is_one_line_and_exit_2(capsys):
-    assert probe.main(["--store", "/nonexistent", "--variants", "unit_inputs"]) == 2
-    assert "unknown variant 'unit_inputs'" in capsys.readouterr().err
+    assert probe.main(["--store", "/nonexistent", "--variants", "more_clients"]) == 2
+    assert "unknown variant 'more_clients'" in capsys.readouterr().err

@@ -29,6 +29,8 @@ PAPER_CROSSINGS = {40: 13, 50: 19, 60: 30, 65: 57, 70: None}  # PKD Table 9, Fed
 VARIANTS = {
     "participation_0.5": {"participation": 0.5},
     "participation_0.2": {"participation": 0.2},
+    "unit_inputs": {"dataset_options": {"standardise": False}},
+    "classic_lenet5": {"model": "lenet5_classic"},
 }
 
 
