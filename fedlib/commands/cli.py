@@ -87,6 +87,8 @@ def _add_data_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dataset-split", default=None,
                    help=f"re-split train/test with the run's seed: one of {_names(data.SPLITS)} (default: the "
                         "dataset's own split)")
+    p.add_argument("--no-standardise", action="store_true",
+                   help="feed pixels / 255 without standardising them (dataset option standardise: false)")
     p.add_argument("--max-train-samples", type=int, default=None,
                    help="stratified subset of the training set (default: all of it)")
     p.add_argument("--max-test-samples", type=int, default=None, help="subset of the test set (default: all of it)")
@@ -122,8 +124,8 @@ def _add_training_arguments(p: argparse.ArgumentParser) -> None:
 def _add_machine_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--device", default="auto", help="cpu, cuda, cuda:N, or auto (cuda when available)")
     p.add_argument("--backend", default=None, help="local training: auto (threads on a CPU; on a GPU the fastest "
-                   "path verified there, else sequential), threads, stacked or sequential (the reference loop; the "
-                   "others match it to float rounding and share its stored runs) (default: $FEDLIB_BACKEND, else auto)")
+                   "path verified there, else sequential), threads, stacked, graphed (CUDA graphs) or sequential (the "
+                   "reference loop; the others match it to float rounding and share its stored runs) (default: $FEDLIB_BACKEND, else auto)")
     p.add_argument("--threads", type=int, default=None, help="intra-op CPU threads (default: $FEDLIB_THREADS, else "
                    f"the cores this process may use, {_cores()} here, so runs never oversubscribe them)")
     p.add_argument("--precision", default="fp32", help="fp32, or bf16 autocast of the local forward passes")
@@ -266,7 +268,8 @@ def config_from_args(ns: argparse.Namespace):
         participation=ns.participation, shards_per_client=ns.shards_per_client,
         classes_per_client=ns.classes_per_client, quantity_split=ns.quantity_split, global_balance=ns.global_balance,
         min_client_size=ns.min_client_size, max_train_samples=ns.max_train_samples,
-        dataset_options={"split": ns.dataset_split} if ns.dataset_split else {},
+        dataset_options={**({"split": ns.dataset_split} if ns.dataset_split else {}),
+                         **({"standardise": False} if ns.no_standardise else {})},
         max_test_samples=ns.max_test_samples, augmentation=ns.augmentation, method=ns.method,
         method_args=method_args, model=ns.model, rounds=ns.rounds, local_epochs=ns.local_epochs,
         batch_size=ns.batch_size, drop_last=ns.drop_last, lr=ns.lr, lr_decay=ns.lr_decay, momentum=ns.momentum,

@@ -119,6 +119,13 @@ def test_global_balance_flag_sets_the_config_field():
     assert cli.config_from_args(parse(["run", "--partition", "pathological", "--global-balance"])).global_balance
 
 
+def test_no_standardise_and_dataset_split_flags_set_the_dataset_options_together():
+    parse = cli._build_parser().parse_args
+    assert cli.config_from_args(parse(["run"])).dataset_options == {}
+    both = cli.config_from_args(parse(["run", "--no-standardise", "--dataset-split", "pooled_75_25"]))
+    assert both.dataset_options == {"split": "pooled_75_25", "standardise": False}
+
+
 # ====================================================================== run: summary, hint, store messages
 def fake_result(final: float, classes: int = 10, best_round: int = 0) -> engine.RunResult:
     cfg = tiny_config(max_train_samples=200)
