@@ -35,7 +35,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from fedlib.algorithms.client_training import client_setup, seeded_batches
-from fedlib.algorithms.step_graph import SYNC_OPS  # the host-syncing ops a CUDA graph cannot replay
+from fedlib.engine.backends.step_graph import SYNC_OPS  # the host-syncing ops a CUDA graph cannot replay
 from fedlib.core.config import RunConfig
 from fedlib.core.registry import method_class
 from fedlib.core.state import keyed_seed, sample_clients

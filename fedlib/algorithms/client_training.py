@@ -20,7 +20,7 @@ from fedlib.core.state import ClientData, ServerState, keyed_seed
 
 Batches = Iterator[tuple[Tensor, Tensor]]
 # (model, optimiser, context) -> the client's step function step(x, labels); None: the method's
-# train_step called on every batch (fedlib.algorithms.step_graph builds the graphed one)
+# train_step called on every batch (the graphed backend passes one that replays a CUDA graph)
 StepFactory = Callable[[nn.Module, torch.optim.Optimizer, ClientContext], Callable[[Tensor, Tensor], object]]
 
 

@@ -2,7 +2,7 @@
 (``backend="graphed"``).
 
 Each client trains exactly as on the sequential path (the same seeded context, batches, optimiser
-and hooks), except that its steps go through :class:`fedlib.algorithms.step_graph.GraphedSteps`:
+and hooks), except that its steps go through :class:`fedlib.engine.backends.step_graph.GraphedSteps`:
 a few eager warm-up steps, then one captured step replayed for every full-size batch. A graph is
 captured per client, so what a step reads from its context (teachers, learning rate, per-client
 tensors) is that client's. The round falls back to the sequential path, with one warning, where
@@ -22,7 +22,7 @@ import torch
 
 from fedlib.algorithms.base import Algorithm, ClientUpdate, Observer
 from fedlib.algorithms.client_training import train_client
-from fedlib.algorithms.step_graph import Capture, CudaGraphCapture, GraphedSteps, graphed_steps
+from fedlib.engine.backends.step_graph import Capture, CudaGraphCapture, GraphedSteps, graphed_steps
 from fedlib.core.state import ServerState
 from fedlib.engine.backends.stacked import unsupported_reason, warn_fallback
 

@@ -10,7 +10,7 @@ import warnings
 
 import pytest
 
-from fedlib.algorithms import step_graph
+from fedlib.engine.backends import step_graph
 from fedlib.core.config import RunConfig
 from fedlib.engine import engine
 from fedlib.engine.backends import graphed, stacked

@@ -6,7 +6,7 @@ stand-in; the capture itself is tested on CUDA (tests/unit/engine/test_graphed.p
 
 import torch
 
-from fedlib.algorithms.step_graph import EagerCapture, GraphedSteps, replay_obstacle
+from fedlib.engine.backends.step_graph import EagerCapture, GraphedSteps, replay_obstacle
 
 
 class RecordingCapture(EagerCapture):
