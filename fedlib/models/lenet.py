@@ -11,9 +11,7 @@ from fedlib.models.layers import spatial_after
 
 def lenet5(in_channels: int, image_size: int,
            first_padding: int | None = None) -> tuple[nn.Module, int]:
-    if first_padding is None:
-        first_padding = 2 if image_size <= 28 else 0  # MNIST's 28x28 seen as 32x32
-    return _lenet_body("lenet5", in_channels, image_size, first_padding)
+    return _lenet_body("lenet5", in_channels, image_size, _padding(first_padding, image_size))
 
 
 def lenet5_classic(in_channels: int, image_size: int,
@@ -21,9 +19,13 @@ def lenet5_classic(in_channels: int, image_size: int,
     """``lenet5``'s layers with tanh after each and 2x2 average pooling (LeCun et al. 1998, whose
     subsampling layers also had a trainable scale and bias per map, left out here): the same 61,706
     parameters for 10 classes."""
-    if first_padding is None:
-        first_padding = 2 if image_size <= 28 else 0
-    return _lenet_body("lenet5_classic", in_channels, image_size, first_padding, nn.Tanh, nn.AvgPool2d)
+    return _lenet_body("lenet5_classic", in_channels, image_size, _padding(first_padding, image_size),
+                       nn.Tanh, nn.AvgPool2d)
+
+
+def _padding(first_padding: int | None, image_size: int) -> int:
+    """The first conv's padding: as given, else 2 for inputs of 28x28 or smaller (MNIST's 28x28 seen as 32x32)."""
+    return (2 if image_size <= 28 else 0) if first_padding is None else first_padding
 
 
 def simple_cnn(in_channels: int, image_size: int) -> tuple[nn.Module, int]:
