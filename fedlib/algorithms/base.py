@@ -155,6 +155,9 @@ class Algorithm:
     # why the method must train its clients one after another on the sequential path (rule 4;
     # None: the threads and stacked paths may run it); each fast path warns once and falls back
     sequential_only: ClassVar[str | None] = None
+    # True when the method's result depends on the order of float sums: it then trains in the NCHW
+    # layout even when ``channels_last`` is asked (one warning), since the layout is not hashed
+    layout_sensitive: ClassVar[bool] = False
     # set by the class that defines ``penalty`` when it reads only model.parameters() and ctx (rule 3)
     pure_penalty: ClassVar[bool] = False
     # the hooks marked "one" in the table: a composition takes each from its single overriding part

@@ -27,7 +27,6 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
-from torch.nn.utils import parameters_to_vector
 
 from fedlib.algorithms._common import round_cache
 from fedlib.algorithms.base import COUNT, NON_NEGATIVE, Algorithm, ClientContext, ClientUpdate
@@ -80,7 +79,7 @@ class FedCurv(Algorithm):
     def penalty(self, model: nn.Module, ctx: ClientContext) -> Tensor | None:
         if "fedcurv_P" not in ctx.tensors:
             return None
-        w = parameters_to_vector(model.parameters())
+        w = flat_parameters(model)
         t = ctx.tensors
         return fisher_penalty(w, t["fedcurv_P"], t["fedcurv_Q"], t["fedcurv_R"], self.hp["lam"])
 
@@ -88,7 +87,7 @@ class FedCurv(Algorithm):
         super().client_upload(model, ctx, update)
         batches = ctx.data.eval_batches(ctx.extras["fedcurv_batch_size"])
         u = diagonal_fisher(model, batches, self.hp["fisher_samples"])
-        w = parameters_to_vector(model.parameters()).detach()
+        w = flat_parameters(model).detach()
         update.extras["fedcurv"] = {"u": u, "v": u * w, "r": (u * w * w).sum()}
 
     def end_round(self, server, updates: list[ClientUpdate]) -> None:
@@ -104,12 +103,18 @@ def fisher_penalty(w: Tensor, P: Tensor, Q: Tensor, R: Tensor, lam: float) -> Te
     return lam * (torch.dot(P, w * w) - 2.0 * torch.dot(Q, w) + R)
 
 
+def flat_parameters(model: nn.Module) -> Tensor:
+    """All parameters as one vector in their logical (NCHW) element order, whatever their memory
+    layout: ``parameters_to_vector`` uses ``view`` and fails on channels-last convolution weights."""
+    return torch.cat([p.reshape(-1) for p in model.parameters()])
+
+
 def diagonal_fisher(model: nn.Module, batches, min_samples: int) -> Tensor:
     """Mean over mini-batches of the squared gradient of the batch cross-entropy (flat vector)."""
     was_training = model.training
     model.eval()
     params = [p for p in model.parameters()]
-    total = torch.zeros_like(parameters_to_vector(params)).detach()
+    total = torch.zeros(sum(p.numel() for p in params), dtype=params[0].dtype, device=params[0].device)
     count, seen = 0, 0
     for x, y in batches:
         grads = torch.autograd.grad(F.cross_entropy(model(x), y), params, allow_unused=True)

@@ -19,7 +19,7 @@ how this matches the released codes, docs/facts.md#fedmr. The loss is ill-condit
 (a 1e-7 change of the features can move a standardised value's gradient 1e5 times as much), so
 two summation orders end training far apart: FedMR trains on the sequential path only
 (``sequential_only``) and repeats exactly only with the same torch thread count, which every run
-records. The loss is computed for all C classes at once with masks (no branching on tensor
+records; for the same reason it ignores ``channels_last`` (``layout_sensitive``). The loss is computed for all C classes at once with masks (no branching on tensor
 values), and the off-diagonal sum uses ||Z^T Z||_F = ||Z Z^T||_F, so memory is C x B x B rather
 than C x D x D (D = 1280 for MobileNetV2).
 """
@@ -47,6 +47,7 @@ class FedMR(Algorithm):
     sequential_only = ("its loss divides by per-class feature standard deviations that can be 1e-5 "
                        "(eps 1e-8), amplifying float rounding about 1e5-fold, so its result depends on "
                        "the order of float sums (threads, batched kernels)")
+    layout_sensitive = True  # channels-last convolutions sum in another order: 0.07 apart after one round
 
     def loss(self, out: Outputs, labels: Tensor, ctx: ClientContext,
              teacher_out: dict[str, Outputs]) -> Tensor:

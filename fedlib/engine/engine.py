@@ -17,6 +17,7 @@ import math
 import os
 import sys
 import time
+import warnings
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Sequence
@@ -215,7 +216,7 @@ def prepare(cfg: RunConfig, source: DataSource = FILES) -> tuple[ServerState, Al
                                min_size=cfg.min_client_size, quantity_split=cfg.quantity_split,
                                global_balance=cfg.global_balance)
     aug_name = default_augmentation(cfg.dataset) if cfg.augmentation == "auto" else cfg.augmentation
-    layout = torch.channels_last if cfg.channels_last else torch.contiguous_format
+    layout = memory_layout(cfg)
     data = FederatedData(dataset, partition, augment_spec(aug_name), device, layout, drop_last=cfg.drop_last)
     torch.manual_seed(cfg.seed)
     model = build_run_model(cfg, dataset).to(device, memory_format=layout)
@@ -223,6 +224,17 @@ def prepare(cfg: RunConfig, source: DataSource = FILES) -> tuple[ServerState, Al
     server = ServerState(cfg=cfg, model=model, data=data, device=device, hparams=algorithm.hp)
     algorithm.setup(server)
     return server, algorithm
+
+
+def memory_layout(cfg: RunConfig) -> torch.memory_format:
+    """channels-last when asked, unless the method's numbers depend on the order of float sums."""
+    if not cfg.channels_last:
+        return torch.contiguous_format
+    if method_class(cfg.method).layout_sensitive:
+        warnings.warn(f"{cfg.method} trains in the NCHW layout: its result depends on the order of float sums, "
+                      "and channels_last would change it under the same config hash", stacklevel=3)
+        return torch.contiguous_format
+    return torch.channels_last
 
 
 def predictor(algorithm: Algorithm, server: ServerState) -> nn.Module:

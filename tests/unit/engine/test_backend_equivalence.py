@@ -47,6 +47,7 @@ EXTRA_CASES = [
     ("fedlmd", {"variant": "official"}), ("fedcsd", {"variant": "official"}),
 ]
 CASES = [(name, ARGS.get(name, {})) for name in method_names(include_aliases=False)] + EXTRA_CASES
+IDS = [f"{m}{'-' + str(a) if a else ''}" for m, a in CASES]
 # Float rounding of one round (batched kernels sum in another order): about 1e-8 for most methods,
 # but a ReLU unit whose input sits at the kink for one sample can flip on a 1e-8 difference and
 # move its row of weights further: FedAvg + feature KD's round 2 differs by 1.5e-5 on an AVX-512

@@ -4,12 +4,16 @@ channels_last must reproduce the reference to float tolerance (it only reorders 
 bf16 changes the numbers (hence it is hashed) but must stay close to fp32 after a round.
 """
 
+import warnings
+
 import pytest
 import torch
 
+from fedlib.core.registry import method_class
 from fedlib.engine import engine
 from fedlib.errors import FedlibError
 from tests.helpers import one_round, tiny_config
+from tests.unit.engine import test_backend_equivalence as equivalence
 
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -61,3 +65,17 @@ def test_bf16_stays_close_to_fp32_but_is_not_fp32(method, args, backend):
     assert metrics["loss"] == pytest.approx(ref_metrics["loss"], rel=0.05)
     assert all(v.dtype == reference[k].dtype for k, v in state.items()), "weights stay fp32"
 
+
+
+@pytest.mark.parametrize("method, args", equivalence.CASES, ids=equivalence.IDS)
+def test_every_method_trains_channels_last_to_the_nchw_numbers(method, args):
+    """channels_last is not hashed, so a method that reads parameters by memory order (or fails on a
+    channels-last weight, as FedCurv's flat parameter vector once did) would be a wrong or lost run."""
+    cfg = equivalence.config(method, args, "sequential")
+    reference = equivalence.sequential_rounds(cfg)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        differences, _, _ = equivalence.resynced_rounds(cfg.replace(channels_last=True), reference)
+    assert max(differences) < equivalence.TOLERANCE, differences
+    kept_nchw = any("trains in the NCHW layout" in str(w.message) for w in caught)
+    assert kept_nchw == method_class(method).layout_sensitive  # FedMR: 0.07 apart after one round otherwise
