@@ -110,11 +110,18 @@ class LocalPool:
         return self.gpus > 0 and cfg.device != "cpu"
 
     def _place(self, cfg: RunConfig) -> tuple[int | None, int]:
-        """(the GPU for ``cfg``, the bytes reserved for it there)."""
+        """(the GPU for ``cfg``, the bytes reserved for it there): a card with room for its estimate
+        that holds fewer runs than measured throughput says pay for its model."""
         if cfg.hash() not in self.needs:
             self.needs[cfg.hash()] = resources.run_gpu_bytes(cfg)
         need = self.needs[cfg.hash()]
-        return resources.place_run(need, self.reserved, self.capacity), need
+        cap = resources.runs_per_gpu(cfg.model)
+        capacity = [0 if cap is not None and self._runs_on(gpu) >= cap else room
+                    for gpu, room in enumerate(self.capacity)]
+        return resources.place_run(need, self.reserved, capacity), need
+
+    def _runs_on(self, gpu: int) -> int:
+        return sum(w.job is not None and w.gpu == gpu for w in self.workers)
 
     def submit(self, cfg: RunConfig) -> None:
         for worker in [w for w in self.workers if w.job is None and not w.alive()]:

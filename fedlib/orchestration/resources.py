@@ -9,7 +9,9 @@ container limit, not the machine's core count) divided by the runs sharing them,
 
 On a GPU, small models leave most of the card idle, so several of their runs share one. Ray
 tasks ask for a fixed share per model (:func:`gpu_share`); local workers are packed onto the
-cards by each run's estimated GPU memory (:func:`run_gpu_bytes`, :func:`place_run`).
+cards by each run's estimated GPU memory (:func:`run_gpu_bytes`, :func:`place_run`), and no more
+runs on a card than measured throughput says pay (:func:`runs_per_gpu`): memory alone would put
+twenty MobileNetV2 runs on an H200, whose host-bound steps would then queue for the same cores.
 """
 
 from __future__ import annotations
@@ -144,6 +146,37 @@ def run_gpu_bytes(cfg) -> int:
     backend = choose_backend(cfg.model, cfg.method, "cuda") if cfg.backend == "auto" else cfg.backend
     at_once = len(sample_clients(cfg.seed, 0, cfg.clients, cfg.participation)) if backend == "stacked" else 1
     return GPU_CONTEXT_BYTES + (train + test) * pixels + 2 * model_bytes + at_once * per_client
+
+
+# an extra run on a card must add at least this share of one run's images per second
+MIN_ADDED_THROUGHPUT = 0.1
+
+
+def runs_per_gpu(model: str, table: dict | None = None, device_type: str = "cuda") -> int | None:
+    """The most runs of ``model`` worth putting side by side on one card: the largest count measured
+    (``packing`` in ``fedlib/engine/verified_paths.json``, or ``table``) up to which each added run
+    still adds :data:`MIN_ADDED_THROUGHPUT` of one run's throughput; beyond the counts measured nothing
+    is known, so never more. A model without measurements takes the smallest cap of those measured;
+    None when nothing is measured on ``device_type`` (memory and the workers decide)."""
+    from fedlib.engine.backend_choice import verified_paths
+
+    packing = (table if table is not None else verified_paths()).get("devices", {}).get(device_type, {}).get("packing", {})
+    caps = {name: _throughput_cap(entry["throughput_by_runs"]) for name, entry in packing.items()}
+    if not caps:
+        return None
+    return caps.get(model, min(caps.values()))
+
+
+def _throughput_cap(throughput_by_runs: dict[str, float]) -> int:
+    """The last count in a measured series (runs -> multiple of one run) reached with each added run
+    still adding at least :data:`MIN_ADDED_THROUGHPUT`."""
+    series = sorted((int(runs), value) for runs, value in throughput_by_runs.items())
+    cap = series[0][0]
+    for (runs, value), (more, higher) in zip(series, series[1:]):
+        if (higher - value) / (more - runs) < MIN_ADDED_THROUGHPUT:
+            break
+        cap = more
+    return cap
 
 
 def place_run(need: int, reserved: list[int], capacity: list[int]) -> int | None:

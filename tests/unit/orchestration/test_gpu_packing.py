@@ -74,3 +74,32 @@ def test_a_run_larger_than_the_card_runs_alone(one_card, monkeypatch):
     assert pool.fits(tiny_config(device="cuda")), "nothing runs: it starts anyway"
     pool.submit(tiny_config(device="cuda"))
     assert pool.workers[0].gpu == 0 and not pool.fits(tiny_config(seed=9, device="cuda"))
+
+
+def _table(**packing):
+    return {"devices": {"cuda": {"packing": {m: {"throughput_by_runs": t} for m, t in packing.items()}}}}
+
+
+def test_runs_per_gpu_stops_where_an_added_run_adds_little_and_never_past_the_counts_measured():
+    series = {"1": 1.0, "2": 1.86, "4": 3.28, "8": 4.03}  # the H200's LeNet-5 readings
+    assert resources.runs_per_gpu("lenet5", _table(lenet5=series)) == 8, "4 -> 8 still adds 0.19 a run"
+    flat = {"1": 1.0, "2": 1.9, "4": 3.3, "8": 3.5}
+    assert resources.runs_per_gpu("lenet5", _table(lenet5=flat)) == 4, "4 -> 8 adds 0.05 a run"
+    assert resources.runs_per_gpu("lenet5", _table(lenet5={"1": 1.0, "2": 1.05})) == 1
+    assert resources.runs_per_gpu("mobilenetv2", _table(lenet5=series, cnn2=flat)) == 4, "unmeasured: the smallest cap"
+    assert resources.runs_per_gpu("lenet5", {"devices": {}}) is None
+    assert resources.runs_per_gpu("lenet5") == 8, "the committed table's H200 readings"
+
+
+def test_a_card_takes_no_more_runs_than_throughput_pays_for_even_with_memory_left(one_card, monkeypatch):
+    monkeypatch.setattr(resources, "run_gpu_bytes", lambda cfg: GIB // 4)  # 36 would fit 9 GiB
+    monkeypatch.setattr(resources, "runs_per_gpu", lambda model: 2 if model == "lenet5" else None)
+    pool = one_card
+    lenets = [tiny_config(model="lenet5", seed=s, device="cuda") for s in range(3)]
+    for cfg in lenets[:2]:
+        assert pool.fits(cfg)
+        pool.submit(cfg)
+    assert not pool.fits(lenets[2]), "a third LeNet-5 run waits: two is what pays on this card"
+    assert pool.fits(tiny_config(model="mlp", device="cuda")), "a model without a cap is placed by memory"
+    pool.workers[0].job = None
+    assert pool.fits(lenets[2])
