@@ -17,7 +17,9 @@
   the plan they give;
 - ``packing``: 1, 2, 4 and 8 runs of workload (c) side by side on the card (separate processes,
   cores / runs CPU threads each), all started together after their warm-up round behind a
-  barrier, and timed over one shared window: images per second all together;
+  barrier, and timed over one shared window: images per second all together (the readings
+  ``verified_paths.json``'s ``packing`` keeps, which cap the runs a card takes);
+  ``$GPU_CHECK_PACKING_WORKLOAD`` = a or b times MobileNetV2 or cnn2 instead;
 - ``profile``: torch.profiler's table of one MobileNetV2 FedVLS local step;
 - ``opcount``: aten ops and host syncs per local step (``benchmarks/op_count.py``).
 
@@ -56,6 +58,9 @@ WORKLOAD_PATHS = {"a": ("naive", "sequential", "graphed", "sequential+bf16", "st
                   "c": ("naive", "sequential", "graphed", "threads", "stacked", "stacked+bf16")}
 PACKING = (1, 2, 4, 8)
 PACKING_WINDOW = 8.0  # seconds every run of a packing row trains for, all started at once
+# workload -> (fraction, path) of a packing run: small enough rounds for several in one window, on
+# the path backend="auto" takes for its model on CUDA (fedlib/engine/verified_paths.json)
+PACKING_WORKLOADS = {"c": (0.05, "stacked"), "b": (0.05, "threads"), "a": (0.002, "sequential")}
 STAND_IN_SIZES = {"cifar10": (50000, 10000), "fashion_mnist": (60000, 10000)}
 
 
@@ -236,18 +241,28 @@ def packing_counts(tiny: bool) -> tuple[int, ...]:
     return tuple(int(c) for c in chosen) if chosen else PACKING[:2] if tiny else PACKING
 
 
+def packing_workload() -> str:
+    """The workload packed: (c), or ``$GPU_CHECK_PACKING_WORKLOAD`` (a, b or c)."""
+    name = os.environ.get("GPU_CHECK_PACKING_WORKLOAD", "c").strip() or "c"
+    if name not in PACKING_WORKLOADS:
+        raise SystemExit(f"error: GPU_CHECK_PACKING_WORKLOAD must be one of {', '.join(sorted(PACKING_WORKLOADS))}, got {name!r}")
+    return name
+
+
 def _synchronize(device: str) -> None:
     if device.startswith("cuda"):
         torch.cuda.synchronize()
 
 
 def part_packing(device: str, tiny: bool) -> Iterator[str]:
-    """Workload (c) at fraction 0.05 on the stacked path, 1/2/4/8 processes at once on the card,
+    """Workload (c) at fraction 0.05 on the stacked path (or :func:`packing_workload`'s), 1/2/4/8 processes at once on the card,
     each with cores / processes CPU threads: every process trains its untimed round, then all wait
     at a barrier and train from the same instant for :data:`PACKING_WINDOW` seconds (whole rounds;
     the last may run past it). Images per second together = all images / (the last one's end -
     the start)."""
-    yield from [f"## Runs per GPU, side by side (workload (c) at fraction 0.05, stacked path, separate processes "
+    name = packing_workload()
+    fraction, path = PACKING_WORKLOADS[name]
+    yield from [f"## Runs per GPU, side by side (workload ({name}) at fraction {fraction:g}, {path} path, separate processes "
                 f"with cores / runs threads each, started together behind a barrier, {PACKING_WINDOW:.0f} s window)", "",
                 "| runs | threads each | wall s | images/s together | x one run |", "|---:|---:|---:|---:|---:|"]
     single = None
@@ -274,7 +289,7 @@ def part_packing(device: str, tiny: bool) -> Iterator[str]:
 
 
 def part_one_run(device: str, tiny: bool) -> Iterator[str]:
-    """One run of workload (c) at fraction 0.05 on the stacked path: 'ready' after its untimed
+    """One run of :func:`packing_workload` (at its fraction, on its path): 'ready' after its untimed
     round, then, once a line arrives on stdin, whole rounds for :data:`PACKING_WINDOW` seconds;
     the images it trained last."""
     from benchmarks import bench
@@ -282,8 +297,10 @@ def part_one_run(device: str, tiny: bool) -> Iterator[str]:
     source = stand_ins(tiny)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        cfg = workload("c", device, tiny, source) if tiny else bench.workload_config("c", 0.05, device, source)
-        server, next_round = bench.round_runner(cfg, "stacked", source)
+        name = packing_workload()
+        fraction, path = PACKING_WORKLOADS[name]
+        cfg = workload(name, device, tiny, source) if tiny else bench.workload_config(name, fraction, device, source)
+        server, next_round = bench.round_runner(cfg, path, source)
         next_round()
         _synchronize(device)
         yield "ready"

@@ -106,3 +106,24 @@ def test_the_environment_chooses_workload_paths_and_packing_counts(monkeypatch):
     assert gpu_check.packing_counts(tiny=False) == gpu_check.PACKING
     monkeypatch.setenv("GPU_CHECK_PACKING", "4 8")
     assert gpu_check.packing_counts(tiny=True) == (4, 8)
+    assert gpu_check.packing_workload() == "c"
+    monkeypatch.setenv("GPU_CHECK_PACKING_WORKLOAD", "b")
+    assert gpu_check.packing_workload() == "b"
+    monkeypatch.setenv("GPU_CHECK_PACKING_WORKLOAD", "d")
+    with pytest.raises(SystemExit, match="one of a, b, c"):
+        gpu_check.packing_workload()
+
+
+@pytest.mark.parametrize("name, model, path", [("a", "mobilenetv2", "sequential"), ("b", "cnn2", "threads")])
+def test_a_packing_run_of_another_workload_trains_its_model_on_its_path(monkeypatch, name, model, path):
+    import io
+
+    from benchmarks import bench
+
+    runs, original = [], bench.round_runner
+    monkeypatch.setattr(bench, "round_runner", lambda cfg, p, source: runs.append((cfg.model, p)) or original(cfg, p, source))
+    monkeypatch.setenv("GPU_CHECK_PACKING_WORKLOAD", name)
+    monkeypatch.setattr("sys.stdin", io.StringIO("go\n"))
+    lines = list(gpu_check.part_one_run("cpu", tiny=True))
+    assert lines[0] == "ready" and int(lines[1]) > 0
+    assert runs == [(model, path)]
