@@ -31,3 +31,16 @@ def test_the_base_config_is_the_stored_run_cut_to_80_rounds(tmp_path):
 def test_an_unknown_variant_is_one_line_and_exit_2(capsys):
     assert probe.main(["--store", "/nonexistent", "--variants", "more_clients"]) == 2
     assert "unknown variant 'more_clients'" in capsys.readouterr().err
+
+
+def test_a_variant_reports_the_revisions_its_run_trained_with_not_the_current_one(tmp_path):
+    import json
+
+    from fedlib import store
+
+    cfg = probe.base_config(tmp_path)
+    folder = store.run_dir(cfg)
+    folder.mkdir(parents=True)
+    meta = {"code_revision": "aaa", "resumes": [{"code_revision": "bbb", "rounds_done": 40}]}
+    (folder / "meta.json").write_text(json.dumps(meta))
+    assert probe.trained_revisions(cfg) == ["aaa", "bbb"]

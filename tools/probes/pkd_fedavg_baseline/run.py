@@ -18,6 +18,7 @@ import torch
 from fedlib.core.config import RunConfig
 from fedlib.engine import engine
 from fedlib.errors import FedlibError
+from fedlib import store
 from fedlib.store import provenance
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -39,6 +40,13 @@ def base_config(store: Path) -> RunConfig:
     fields = json.loads((STORED_RUN / "config.json").read_text())
     fields.update(rounds=ROUNDS, results_dir=str(store), data_dir=None, backend="sequential", device="cpu")
     return RunConfig(**fields)
+
+
+def trained_revisions(cfg: RunConfig) -> list[str]:
+    """The code revisions the variant's run trained with, from its ``meta.json``: the one it started
+    with, then each resume's (not this process's, which may be newer)."""
+    meta = json.loads((store.run_dir(cfg) / "meta.json").read_text())
+    return provenance.trained_revisions(meta)
 
 
 def crossings(worst: list[float]) -> dict[int, int | None]:
@@ -84,7 +92,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"error: {name}: {error}", file=sys.stderr)
             return 2
         line = {"variant": name, "changes": VARIANTS[name], "config_hash": cfg.hash(), "seed": cfg.seed,
-                "rounds": len(result.rounds), "code_revision": provenance.code_revision(),
+                "rounds": len(result.rounds), "code_revisions": trained_revisions(cfg),
                 "torch_threads": 1, "paper_crossings": PAPER_CROSSINGS,
                 **readouts(result.rounds, list(result.summary["class_names"]))}
         print(json.dumps(line), flush=True)
